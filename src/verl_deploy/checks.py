@@ -1,0 +1,265 @@
+"""Checks: pure functions (spec, facts) -> findings, one function per rule.
+
+They catch before launch what verl would otherwise report after loading the model:
+layout divisibility, the batch-size assertions verl makes at start (rule numbers refer
+to the startup-rule table in shared/reference/verl-keys.md §4), feature rules and
+paths. ``run_checks`` runs them all and returns every finding at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Iterable
+
+from verl_deploy import features as feature_registry
+from verl_deploy.devices import MAX_DEVICES_PER_NODE
+from verl_deploy.findings import Finding, error, info, warning
+from verl_deploy.profiles import Profile
+from verl_deploy.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What checks may know beyond the spec (the preflight fills more of this)."""
+
+    num_layers: int | None = None
+    model_config_error: str | None = None
+    # 0.8.0+ runs only the engine workers, whose batch assertions are strict (rule 11)
+    engine_workers_only: bool = False
+
+
+def read_model_facts(model_path: str) -> Facts:
+    """Read the layer count from the model's config.json when the directory is readable here."""
+    config = Path(model_path) / "config.json"
+    if not config.is_file():
+        return Facts()
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return Facts(model_config_error=f"{config}: {exc}")
+    layers = data.get("num_hidden_layers") or data.get("text_config", {}).get("num_hidden_layers")
+    return Facts(num_layers=int(layers) if isinstance(layers, int) else None)
+
+
+def _states(spec: RunSpec) -> dict[str, feature_registry.FeatureState]:
+    states, _ = feature_registry.resolve(
+        framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
+        no_default_features=spec.no_default_features, oom_features=spec.oom_features)
+    return {s.name: s for s in states}
+
+
+def _data_parallel(spec: RunSpec) -> int:
+    model_parallel = spec.train_tp * spec.train_pp * spec.train_cp if spec.framework == "megatron" else 1
+    return max(1, (spec.trainer_devices * spec.nnodes) // model_parallel)
+
+
+# --- devices and layout ----------------------------------------------------------------
+
+def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
+    found: list[Finding] = []
+    duplicates = sorted({d for d in spec.devices if spec.devices.count(d) > 1})
+    if duplicates:
+        found.append(error("devices", f"device ids repeat: {duplicates}", "list each device id once"))
+    limit = MAX_DEVICES_PER_NODE[spec.device]
+    if max(spec.devices) >= limit:
+        found.append(error("devices", f"device id {max(spec.devices)} is out of range (a node has at most {limit})",
+                           f"use ids 0-{limit - 1}"))
+    return found
+
+
+def check_trainer_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """verl rule 1: trainer devices divide by TP x PP x CP (a whole data-parallel size)."""
+    if spec.framework != "megatron":
+        return []
+    world = spec.trainer_devices * spec.nnodes
+    model_parallel = spec.train_tp * spec.train_pp * spec.train_cp
+    if world % model_parallel:
+        what = "trainer_gpus" if spec.mode == "one-step-off" else "devices"
+        return [error("train_tp", f"{world} trainer devices do not divide by TP x PP x CP = "
+                      f"{spec.train_tp} x {spec.train_pp} x {spec.train_cp} = {model_parallel}",
+                      f"choose TP/PP/CP whose product divides {world}, or change {what}")]
+    return []
+
+
+def check_rollout_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """verl rule 21: rollout devices divide by the rollout TP; seed 001: gen_tp == train_tp."""
+    found: list[Finding] = []
+    rollout_world = (spec.rollout_gpus if spec.mode == "one-step-off" else len(spec.devices)) * spec.nnodes
+    if rollout_world % spec.rollout_tp:
+        found.append(error("gen_tp", f"{rollout_world} rollout devices do not divide by rollout TP {spec.rollout_tp}",
+                           "choose a rollout TP that divides the rollout device count"))
+    if spec.gen_tp is not None and spec.gen_tp != spec.train_tp and spec.framework == "megatron":
+        if not spec.allow_tp_mismatch:
+            found.append(error("gen_tp", f"rollout TP {spec.gen_tp} differs from training TP {spec.train_tp}",
+                               "use the same value, or add --allow-tp-mismatch if you mean it"))
+    return found
+
+
+def check_one_step_off_split(spec: RunSpec, facts: Facts) -> list[Finding]:
+    if spec.mode != "one-step-off":
+        return []
+    total = spec.trainer_gpus + spec.rollout_gpus
+    if total > len(spec.devices):
+        return [error("trainer_gpus", f"trainer {spec.trainer_gpus} + rollout {spec.rollout_gpus} = {total} devices, "
+                      f"but only {len(spec.devices)} are listed", "lower TRAINER_GPUS/ROLLOUT_GPUS or list more devices")]
+    if total < len(spec.devices):
+        return [warning("trainer_gpus", f"{len(spec.devices) - total} listed devices are used by neither the trainer "
+                        "nor the rollout", "list only the devices you use, or give them to one of the groups")]
+    return []
+
+
+# --- batch sizes (verl's startup assertions) -------------------------------------------
+
+def check_batch_sizes(spec: RunSpec, facts: Facts) -> list[Finding]:
+    found: list[Finding] = []
+    mini = spec.effective_mini_batch_size
+    dp = _data_parallel(spec)
+    states = _states(spec)
+    dynamic = states["dynamic_batch"].on
+    if spec.batch_size < mini:  # rule 5
+        found.append(error("mini_batch_size", f"train batch size {spec.batch_size} is smaller than the mini-batch "
+                           f"size {mini}", "make --mini-batch-size at most --batch-size"))
+    elif spec.batch_size % mini:
+        found.append(warning("mini_batch_size", f"batch size {spec.batch_size} is not a multiple of the mini-batch "
+                             f"size {mini}: the last mini-batch of each step is smaller", "use a divisor of the batch size"))
+    if (mini * spec.n_resp_per_prompt) % dp:  # rule 11
+        level = error if (facts.engine_workers_only or spec.framework == "fsdp") else warning
+        found.append(level("mini_batch_size", f"mini-batch {mini} x {spec.n_resp_per_prompt} responses = "
+                           f"{mini * spec.n_resp_per_prompt} does not divide by the data-parallel size {dp}",
+                           "choose a mini-batch size (or responses per prompt) so the product divides by "
+                           f"{dp}"))
+    if not dynamic:  # rule 2
+        minimal = dp * 1 if spec.framework == "megatron" else spec.trainer_devices * spec.nnodes
+        if (spec.batch_size * spec.n_resp_per_prompt) % minimal:
+            found.append(error("batch_size", f"batch {spec.batch_size} x {spec.n_resp_per_prompt} responses does "
+                               f"not divide by the minimal batch {minimal}", f"use a batch size that makes "
+                               f"batch x responses a multiple of {minimal}"))
+    if spec.mode == "dapo" and spec.effective_gen_batch_size < spec.batch_size:
+        found.append(error("gen_batch_size", f"generation batch {spec.effective_gen_batch_size} is smaller than the "
+                           f"train batch {spec.batch_size}", "make --gen-batch-size at least --batch-size"))
+    return found
+
+
+def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
+    found: list[Finding] = []
+    if spec.overlong_buffer and spec.effective_overlong_buffer_len >= spec.max_response_length:  # rule 35
+        found.append(error("overlong_buffer_len", f"overlong buffer {spec.effective_overlong_buffer_len} must be "
+                           f"smaller than the max response length {spec.max_response_length}",
+                           "lower --overlong-buffer-len (a quarter of the response length is usual)"))
+    return found
+
+
+def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
+    if spec.mode == "one-step-off" and spec.filter_groups and spec.sources.get("filter_groups", "default") != "default":
+        return [warning("filter_groups", "dynamic sampling (filter groups) is a DAPO-recipe feature; the "
+                        "one-step-off trainer ignores it", "drop filter_groups for one-step-off runs")]
+    return []
+
+
+# --- features ----------------------------------------------------------------------------
+
+def check_features(spec: RunSpec, facts: Facts) -> list[Finding]:
+    _, found = feature_registry.resolve(
+        framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
+        no_default_features=spec.no_default_features, oom_features=spec.oom_features)
+    states = _states(spec)
+    if states["vpp"].on:
+        vpp = int(feature_registry.BY_NAME["vpp"].on["vpp_size"])
+        if spec.train_pp < 2:  # megatron-core: interleaved schedule needs PP > 1
+            found.append(error("features", f"vpp needs pipeline parallel >= 2 (PP is {spec.train_pp})",
+                               "raise --train-pp to 2 or more, or turn vpp off (mask bit 6)"))
+        elif facts.num_layers is not None:
+            per_stage, rest = divmod(facts.num_layers, spec.train_pp)
+            if rest or per_stage % vpp:
+                found.append(error("features", f"vpp: the model's {facts.num_layers} layers do not split evenly into "
+                                   f"PP {spec.train_pp} x VPP {vpp} = {spec.train_pp * vpp} chunks",
+                                   "choose a PP that makes layers / (PP x 2) whole, or turn vpp off"))
+        else:
+            found.append(info("features", "vpp: the model's layer count is unknown here, so the even-split rule "
+                              "(layers divisible by PP x VPP) was not checked",
+                              "make the model directory readable on this host to check it"))
+    return found
+
+
+# --- numbers and logging -----------------------------------------------------------------
+
+def check_swanlab(spec: RunSpec, facts: Facts) -> list[Finding]:
+    if not spec.swanlab_on:
+        return []
+    found: list[Finding] = []
+    if spec.swanlab_mode == "cloud" and not spec.swanlab_host:
+        found.append(error("swanlab_host", "SwanLab is on in cloud mode but no host is given",
+                           "set SWANLAB_HOST or --swanlab-host http://host:8000, or --swanlab no"))
+    if spec.swanlab_host and not spec.swanlab_host.startswith(("http://", "https://")):
+        found.append(error("swanlab_host", f"{spec.swanlab_host!r} is not an http(s) URL",
+                           "write it as http://host:port"))
+    if spec.swanlab_mode == "cloud" and spec.swanlab_api_key is None:
+        found.append(warning("swanlab_api_key", "no SwanLab API key given: the run relies on an existing "
+                             "`swanlab login` where it runs", "set SWANLAB_API_KEY in the environment"))
+    return found
+
+
+def check_save_freq(spec: RunSpec, facts: Facts) -> list[Finding]:
+    if spec.save_freq == 0:
+        return [error("save_freq", "save frequency 0 is not valid", "use a positive number of steps, or -1 to disable")]
+    if spec.save_freq < 0 and spec.max_oom_retries > 0:
+        return [warning("save_freq", "checkpoints are off: a retry after OOM restarts from step 0",
+                        "set --save-freq to a number of steps (e.g. 10)")]
+    return []
+
+
+# --- paths --------------------------------------------------------------------------------
+
+def check_paths(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """Paths may be container paths: absent is a warning, an error under --strict."""
+    found: list[Finding] = []
+    level = error if spec.strict else warning
+    hint = "" if spec.strict else " (fine if it exists in the container)"
+    for field, path, kind in (("model_path", spec.model_path, "dir"), ("train_file", spec.train_file, "file"),
+                              ("test_file", spec.test_file, "file")):
+        exists = os.path.isdir(path) if kind == "dir" else os.path.isfile(path)
+        if not exists:
+            found.append(level(field, f"{path} does not exist on this host{hint}",
+                               f"check the {field.replace('_', ' ')}", area="paths"))
+    if facts.model_config_error:
+        found.append(error("model_path", f"cannot read the model config: {facts.model_config_error}",
+                           "point --model-path at a HuggingFace model directory", area="paths"))
+    if spec.verl_dir and not os.path.isdir(spec.verl_dir):
+        found.append(error("verl_dir", f"{spec.verl_dir} is not a directory", "give the root of a verl checkout"))
+    return found
+
+
+RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
+    check_devices,
+    check_trainer_layout,
+    check_rollout_layout,
+    check_one_step_off_split,
+    check_batch_sizes,
+    check_lengths,
+    check_dapo_options,
+    check_features,
+    check_swanlab,
+    check_save_freq,
+    check_paths,
+)
+
+
+def run_checks(spec: RunSpec, profile: Profile | Finding, facts: Facts | None = None) -> list[Finding]:
+    """All findings for this spec, in rule order, errors and warnings together."""
+    facts = facts if facts is not None else read_model_facts(spec.model_path)
+    found: list[Finding] = []
+    if isinstance(profile, Finding):
+        found.append(profile)
+    else:
+        facts = replace(facts, engine_workers_only=profile.engine_workers_only)
+    for rule in RULES:
+        found += rule(spec, facts)
+    return found
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    order = {"error": 0, "warning": 1, "info": 2}
+    return sorted(findings, key=lambda f: order[f.level])

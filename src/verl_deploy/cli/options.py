@@ -1,0 +1,150 @@
+"""The options shared by every command that builds a run (plan, generate, launch, ...).
+
+Declared once here and added to each command's signature by ``spec_options``, so a flag
+is spelled in one place. ``flags_from`` turns the parsed options into the `flags` layer
+of the sources (only the options the user actually gave).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import typing
+from typing import Any, Callable, List, Optional
+
+import typer
+
+from verl_deploy.findings import UserError, error
+
+P = inspect.Parameter
+
+
+def _opt(*names: str, help: str, **kw: Any) -> Any:
+    return typer.Option(None, *names, help=help, show_default=False, **kw)
+
+
+# (parameter name, annotation, typer option). The name is the RunSpec field unless noted.
+SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
+    ("config", Optional[str], _opt("--config", "-c", help="YAML config file of spec fields (see `verl-deploy init`).",
+                                   rich_help_panel="Input")),
+    ("mode", Optional[str], _opt("--mode", help="dapo (colocated) | one-step-off (separate trainer/rollout devices).",
+                                 rich_help_panel="Run")),
+    ("framework", Optional[str], _opt("--framework", help="megatron (default) | fsdp.", rich_help_panel="Run")),
+    ("device", Optional[str], _opt("--device", help="npu (default) | gpu.", rich_help_panel="Run")),
+    ("verl_version", Optional[str], _opt("--verl-version", help="Target verl version (default 0.7.0).",
+                                         rich_help_panel="Run")),
+    ("verl_dir", Optional[str], _opt("--verl-dir", help="A verl checkout on this host: version and configs are read from it.",
+                                     rich_help_panel="Run")),
+    ("run_dir", Optional[str], _opt("--run-dir", help="verl source root where training runs (default /verl).",
+                                    rich_help_panel="Run")),
+    ("model_path", Optional[str], _opt("--model-path", help="HuggingFace model directory.", rich_help_panel="Paths")),
+    ("train_file", Optional[str], _opt("--train-file", help="Training parquet.", rich_help_panel="Paths")),
+    ("test_file", Optional[str], _opt("--test-file", "--val-file", help="Validation parquet.", rich_help_panel="Paths")),
+    ("ckpts_dir", Optional[str], _opt("--ckpts-dir", help="Checkpoint directory.", rich_help_panel="Paths")),
+    ("devices", Optional[str], _opt("--devices", "--npu-devices", help="Device ids, e.g. 0,1,2,3 or 0-7.",
+                                    rich_help_panel="Hardware")),
+    ("nnodes", Optional[int], _opt("--nnodes", help="Number of nodes.", rich_help_panel="Hardware")),
+    ("master_addr", Optional[str], _opt("--master-addr", help="Address of the Ray head.", rich_help_panel="Hardware")),
+    ("socket_ifname", Optional[str], _opt("--socket-ifname", help="Network interface for HCCL/NCCL/GLOO.",
+                                          rich_help_panel="Hardware")),
+    ("container", Optional[str], _opt("--container", help="Container the run uses.", rich_help_panel="Hardware")),
+    ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off: trainer devices (default 4).",
+                                         rich_help_panel="Hardware")),
+    ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off: rollout devices (default 4).",
+                                         rich_help_panel="Hardware")),
+    ("train_steps", Optional[int], _opt("--train-steps", help="Training steps (default 100).",
+                                        rich_help_panel="Hyper-parameters")),
+    ("batch_size", Optional[int], _opt("--batch-size", help="Prompts per step (default 32).",
+                                       rich_help_panel="Hyper-parameters")),
+    ("mini_batch_size", Optional[int], _opt("--mini-batch-size", help="PPO mini-batch (default = batch size).",
+                                            rich_help_panel="Hyper-parameters")),
+    ("gen_batch_size", Optional[int], _opt("--gen-batch-size", help="DAPO generation batch (default 3 x batch).",
+                                           rich_help_panel="Hyper-parameters")),
+    ("lr", Optional[float], _opt("--lr", help="Learning rate (default 1e-6).", rich_help_panel="Hyper-parameters")),
+    ("n_resp_per_prompt", Optional[int], _opt("--n-resp-per-prompt", help="Responses per prompt (default 8).",
+                                              rich_help_panel="Hyper-parameters")),
+    ("max_prompt_length", Optional[int], _opt("--max-prompt-length", help="Default 2048.",
+                                              rich_help_panel="Hyper-parameters")),
+    ("max_response_length", Optional[int], _opt("--max-response-length", help="Default 8192.",
+                                                rich_help_panel="Hyper-parameters")),
+    ("save_freq", Optional[int], _opt("--save-freq", help="Checkpoint every N steps (default 10; -1 off).",
+                                      rich_help_panel="Hyper-parameters")),
+    ("train_tp", Optional[int], _opt("--train-tp", help="Training tensor parallel (default 4).",
+                                     rich_help_panel="Parallelism")),
+    ("train_pp", Optional[int], _opt("--train-pp", help="Training pipeline parallel (default 2).",
+                                     rich_help_panel="Parallelism")),
+    ("train_cp", Optional[int], _opt("--train-cp", help="Training context parallel (default 1).",
+                                     rich_help_panel="Parallelism")),
+    ("gen_tp", Optional[int], _opt("--gen-tp", help="Rollout tensor parallel (default = train TP).",
+                                   rich_help_panel="Parallelism")),
+    ("allow_tp_mismatch", Optional[bool], _opt("--allow-tp-mismatch", help="Allow --gen-tp to differ from --train-tp.",
+                                               is_flag=True, rich_help_panel="Parallelism")),
+    ("mask", Optional[str], _opt("--mask", help="7-bit feature mask RmvPad DynBSZ Offload PfxCache Recompute SwapOpt "
+                                 "VPP, leftmost = bit 0, e.g. 1100000.", rich_help_panel="Features")),
+    ("features", Optional[str], _opt("--features", help="Features to turn on, comma separated; -name turns one off.",
+                                     rich_help_panel="Features")),
+    ("no_default_features", Optional[bool], _opt("--no-default-features", help="Start with every feature off.",
+                                                 is_flag=True, rich_help_panel="Features")),
+    ("max_oom_retries", Optional[int], _opt("--max-oom-retries", help="OOM retries with memory features (default 2).",
+                                            rich_help_panel="Features")),
+    ("swanlab", Optional[str], _opt("--swanlab", help="yes | no: log to SwanLab (default: yes when a host is set).",
+                                    rich_help_panel="SwanLab")),
+    ("swanlab_host", Optional[str], _opt("--swanlab-host", help="e.g. http://10.0.0.1:8000.", rich_help_panel="SwanLab")),
+    ("swanlab_api_key", Optional[str], _opt("--swanlab-api-key", help="'-' reads it from stdin (preferred: "
+                                            "SWANLAB_API_KEY in the environment; argv is visible to other users).",
+                                            rich_help_panel="SwanLab")),
+    ("swanlab_mode", Optional[str], _opt("--swanlab-mode", help="cloud (default) | local.", rich_help_panel="SwanLab")),
+    ("swanlab_workspace", Optional[str], _opt("--swanlab-workspace", help="Default TrainingMaster.",
+                                              rich_help_panel="SwanLab")),
+    ("swanlab_log_dir", Optional[str], _opt("--swanlab-log-dir", help="SwanLab log directory.", rich_help_panel="SwanLab")),
+    ("project_name", Optional[str], _opt("--project-name", help="Default verl_hlm.", rich_help_panel="SwanLab")),
+    ("experiment_name", Optional[str], _opt("--experiment-name", help="Default <mode>-<model>-<framework>-<device>.",
+                                            rich_help_panel="SwanLab")),
+    ("override", Optional[List[str]], _opt("--override", "-o", help="Any verl key, Hydra syntax: KEY=VALUE "
+                                           "(repeatable; checked against verl's config).", rich_help_panel="Input")),
+    ("strict", Optional[bool], _opt("--strict", help="Missing paths and unchecked overrides are errors.",
+                                    is_flag=True, rich_help_panel="Input")),
+]
+SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
+
+
+def spec_options(func: Callable) -> Callable:
+    """Add the shared spec options to a command; the command receives them in **kwargs."""
+    hints = typing.get_type_hints(func)  # the command module's own names, not ours
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(func).parameters.values() if p.kind is not P.VAR_KEYWORD]
+    shared = [P(name, P.KEYWORD_ONLY, default=option, annotation=annotation) for name, annotation, option in SPEC_OPTIONS]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    params = [p.replace(kind=P.KEYWORD_ONLY) for p in own] + shared
+    wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    del wrapper.__wrapped__  # typer must read our signature, not the original's
+    return wrapper
+
+
+def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The `flags` layer for sources.resolve, and the --config path."""
+    flags: dict[str, Any] = {}
+    for name in SPEC_OPTION_NAMES - {"config", "override"}:
+        value = options.get(name)
+        if value is None or value is False:
+            continue
+        flags[name] = value
+    if options.get("override"):
+        flags["overrides"] = list(options["override"])
+    if "swanlab" in flags:
+        answer = str(flags["swanlab"]).strip().lower()
+        if answer not in {"yes", "no", "true", "false", "on", "off", "1", "0", "y", "n"}:
+            raise UserError([error("swanlab", f"{flags['swanlab']!r} is not yes or no", "pass --swanlab yes or --swanlab no")])
+        flags["swanlab"] = answer in {"yes", "true", "on", "1", "y"}
+    if flags.get("swanlab_api_key") == "-":
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise UserError([error("swanlab_api_key", "no key on stdin", "pipe the key: echo $KEY | verl-deploy ... --swanlab-api-key -")])
+        flags["swanlab_api_key"] = key
+    return flags, options.get("config")

@@ -1,0 +1,92 @@
+"""Rich views of a prepared plan: configuration with sources, features, findings, command."""
+
+from __future__ import annotations
+
+from verl_deploy.cli.output import console, print_findings
+from verl_deploy.pipeline import Prepared
+
+SECTIONS: list[tuple[str, tuple[str, ...]]] = [
+    ("Run", ("mode", "framework", "device", "verl_version", "verl_dir", "run_dir", "container", "image")),
+    ("Paths", ("model_path", "train_file", "test_file", "ckpts_dir", "prompt_key")),
+    ("Hardware", ("devices", "nnodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus")),
+    ("Hyper-parameters", ("train_steps", "batch_size", "mini_batch_size", "gen_batch_size", "lr", "n_resp_per_prompt",
+                          "max_prompt_length", "max_response_length", "temperature", "clip_ratio_low",
+                          "clip_ratio_high", "loss_agg_mode", "filter_groups", "filter_groups_metric",
+                          "max_num_gen_batches", "overlong_buffer", "overlong_buffer_len", "overlong_penalty_factor",
+                          "save_freq", "test_freq", "val_before_train", "max_ckpt_to_keep")),
+    ("Parallelism", ("train_tp", "train_pp", "train_cp", "gen_tp", "allow_tp_mismatch", "rollout_engine",
+                     "gpu_memory_utilization")),
+    ("Features", ("mask", "features", "no_default_features", "oom_features", "max_oom_retries")),
+    ("Logging", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
+                 "swanlab_log_dir", "project_name", "experiment_name")),
+    ("Extra", ("overrides", "strict")),
+]
+
+
+def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
+    """(value, source) for display; derived values show what they were derived as."""
+    spec = prepared.spec
+    source = spec.sources.get(name, "default")
+    value = getattr(spec, name)
+    derived = {
+        "ckpts_dir": spec.effective_ckpts_dir, "mini_batch_size": spec.effective_mini_batch_size,
+        "gen_batch_size": spec.effective_gen_batch_size, "gen_tp": spec.rollout_tp,
+        "experiment_name": spec.effective_experiment_name, "swanlab": spec.swanlab_on,
+        "overlong_buffer_len": spec.effective_overlong_buffer_len,
+    }
+    if value is None and name in derived:
+        value, source = derived[name], "derived"
+    if name == "swanlab_api_key" and value is not None:
+        value = "****" + value.get_secret_value()[-4:]
+    if isinstance(value, list):
+        value = ",".join(str(v) for v in value) if value else "—"
+    if value is None:
+        value = "—"
+    return str(value), source
+
+
+def show_plan(prepared: Prepared) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console()
+    plan = prepared.plan
+    spec = prepared.spec
+    assert plan is not None
+    out.print(f"[bold]verl-deploy plan[/]: {spec.mode} · {spec.framework} · {len(spec.devices)} "
+              f"{spec.device.upper()} · verl {spec.verl_version} (profile {plan.profile.name})")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_column("source", style="dim")
+    for title, names in SECTIONS:
+        table.add_row(f"[bold underline]{title}[/]", "", "")
+        for name in names:
+            value, source = shown_value(prepared, name)
+            style = "" if source == "default" else "green"
+            table.add_row(name, f"[{style}]{escape(value)}[/]" if style else escape(value), source)
+    out.print(table)
+
+    features = Table(title=f"features (mask {plan.mask})", box=None, header_style="bold", title_justify="left")
+    for column in ("feature", "bit", "kind", "state", "why"):
+        features.add_column(column)
+    from verl_deploy.features import BY_NAME
+
+    for state in plan.features:
+        feature = BY_NAME[state.name]
+        mark = "[green]on[/]" if state.on else "off"
+        features.add_row(state.name, "" if feature.bit is None else str(feature.bit), feature.kind, mark, state.why)
+    out.print(features)
+
+    out.print("[bold]command[/] (run from " + escape(spec.run_dir) + "):")
+    out.print("python3 " + " ".join(plan.argv()[:3]) + " \\", soft_wrap=True, markup=False)
+    for override in plan.overrides:
+        out.print("    " + override.text() + " \\", soft_wrap=True, markup=False)
+    if prepared.checked_against:
+        out.print(f"[dim]overrides checked against {escape(prepared.checked_against)}[/]")
+    if prepared.findings:
+        print_findings(prepared.findings, stderr=False)
+    errors = sum(f.level == "error" for f in prepared.findings)
+    warnings = sum(f.level == "warning" for f in prepared.findings)
+    verdict = "[bold red]not ready[/]" if errors else "[bold green]ready[/]"
+    out.print(f"{verdict}: {errors} error(s), {warnings} warning(s)")

@@ -1,0 +1,247 @@
+"""Compiler: (RunSpec, profile) -> Plan.
+
+The plan is everything the two scripts need: the entry point, the Hydra overrides
+(with `+` where verl's config lacks the key), the variables shown at the top of
+run_training.sh, the device/network environment and the Ray head arguments. It asks
+the profile for every verl key; it never spells one itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl_deploy import features as feature_registry
+from verl_deploy.devices import PLATFORMS, Platform
+from verl_deploy.hydra_text import format_value
+from verl_deploy.profiles import Profile
+from verl_deploy.spec import RunSpec
+
+# knob -> (variable at the top of run_training.sh, group). Knobs not listed go in literally.
+VARIABLES: dict[str, tuple[str, str]] = {
+    "model_path": ("MODEL_PATH", "paths"),
+    "train_files": ("TRAIN_FILE", "paths"),
+    "val_files": ("TEST_FILE", "paths"),
+    "default_local_dir": ("CKPTS_DIR", "paths"),
+    "project_name": ("PROJECT_NAME", "run"),
+    "experiment_name": ("EXP_NAME", "run"),
+    "total_training_steps": ("TRAIN_STEPS", "run"),
+    "save_freq": ("SAVE_FREQ", "run"),
+    "test_freq": ("TEST_FREQ", "run"),
+    "train_batch_size": ("TRAIN_BATCH_SIZE", "hyper-parameters"),
+    "gen_batch_size": ("GEN_BATCH_SIZE", "hyper-parameters"),
+    "mini_batch_size": ("MINI_BATCH_SIZE", "hyper-parameters"),
+    "rollout_n": ("N_RESP_PER_PROMPT", "hyper-parameters"),
+    "lr": ("LR", "hyper-parameters"),
+    "max_prompt_length": ("MAX_PROMPT_LENGTH", "hyper-parameters"),
+    "max_response_length": ("MAX_RESPONSE_LENGTH", "hyper-parameters"),
+    "max_token_len": ("MAX_TOKEN_LEN", "hyper-parameters"),
+    "overlong_len": ("OVERLONG_BUFFER_LEN", "hyper-parameters"),
+    "overlong_penalty": ("OVERLONG_PENALTY_FACTOR", "hyper-parameters"),
+    "nnodes": ("NNODES", "parallelism"),
+    "n_gpus_per_node": ("N_GPUS_PER_NODE", "parallelism"),
+    "train_tp": ("TRAIN_TP", "parallelism"),
+    "train_pp": ("TRAIN_PP", "parallelism"),
+    "train_cp": ("TRAIN_CP", "parallelism"),
+    "rollout_tp": ("GEN_TP", "parallelism"),
+    "rollout_pool_nnodes": ("ROLLOUT_NNODES", "parallelism"),
+    "rollout_pool_gpus": ("ROLLOUT_GPUS", "parallelism"),
+    "remove_padding": ("USE_REMOVE_PADDING", "features"),
+    "use_dynamic_bsz": ("USE_DYNAMIC_BSZ", "features"),
+    "param_offload": ("PARAM_OFFLOAD", "features"),
+    "grad_offload": ("GRAD_OFFLOAD", "features"),
+    "optimizer_offload": ("OPTIMIZER_OFFLOAD", "features"),
+    "prefix_caching": ("ENABLE_PREFIX_CACHING", "features"),
+    "chunked_prefill": ("ENABLE_CHUNKED_PREFILL", "features"),
+    "gradient_checkpointing": ("GRADIENT_CHECKPOINTING", "features"),
+}
+GROUPS = ("paths", "run", "hyper-parameters", "parallelism", "features")
+
+
+@dataclass(frozen=True)
+class Override:
+    """One Hydra override. `var` names the run_training.sh variable that holds its value."""
+
+    key: str
+    value: Any
+    prefix: str = ""  # "", "+" or "++"
+    var: str | None = None
+    origin: str = ""  # the knob, or "--override"
+    raw: str | None = None  # a user's value text in Hydra syntax, kept verbatim
+
+    def text(self) -> str:
+        """The override as Hydra reads it (what verl receives as one argv item)."""
+        value = self.raw if self.raw is not None else format_value(self.value)
+        return f"{self.prefix}{self.key}={value}"
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    value: Any
+    group: str
+
+
+@dataclass
+class Plan:
+    spec: RunSpec
+    profile: Profile
+    entry_module: str
+    config_name: str
+    overrides: list[Override]
+    variables: list[Variable]
+    env: list[tuple[str, str]]
+    platform: Platform
+    features: list[feature_registry.FeatureState]
+    feature_findings: list = field(default_factory=list)
+
+    @property
+    def mask(self) -> str:
+        return feature_registry.mask_of(self.features)
+
+    def argv(self) -> list[str]:
+        """The exact argv verl's Python process receives (after `python3`)."""
+        return ["-m", self.entry_module, f"--config-name={self.config_name}", *(o.text() for o in self.overrides)]
+
+    def override_map(self) -> dict[str, Override]:
+        return {o.key: o for o in self.overrides}
+
+
+def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) -> list[tuple[str, Any]]:
+    """Every knob the run sets, in the order the command shows them."""
+    one_step_off = spec.mode == "one-step-off"
+    knobs: list[tuple[str, Any]] = [
+        ("train_files", spec.train_file),
+        ("val_files", spec.test_file),
+        ("prompt_key", spec.prompt_key),
+        ("max_prompt_length", spec.max_prompt_length),
+        ("max_response_length", spec.max_response_length),
+        ("train_batch_size", spec.batch_size),
+        ("truncation", "left"),
+        ("filter_overlong_prompts", False),
+        ("adv_estimator", "grpo"),
+        ("use_kl_in_reward", False),
+        ("kl_coef", 0.0),
+    ]
+    if not one_step_off:
+        knobs += [
+            ("gen_batch_size", spec.effective_gen_batch_size),
+            ("filter_groups_enable", spec.filter_groups),
+            ("filter_groups_metric", spec.filter_groups_metric),
+            ("max_num_gen_batches", spec.max_num_gen_batches),
+        ]
+    knobs += [
+        ("model_path", spec.model_path),
+        ("lr", spec.lr),
+        ("lr_warmup_steps", 10),
+        ("mini_batch_size", spec.effective_mini_batch_size),
+        ("micro_batch_size", 1),
+        ("use_kl_loss", False),
+        ("kl_loss_coef", 0.0),
+        ("clip_ratio_low", spec.clip_ratio_low),
+        ("clip_ratio_high", spec.clip_ratio_high),
+        ("clip_ratio_c", 10.0),
+        ("loss_agg_mode", spec.loss_agg_mode),
+        ("entropy_coeff", 0),
+        ("max_token_len", spec.token_budget),
+    ]
+    if spec.framework == "megatron":
+        knobs += [("train_tp", spec.train_tp), ("train_pp", spec.train_pp), ("train_cp", spec.train_cp)]
+    else:
+        knobs += [("strategy", "fsdp2")]
+    knobs += [
+        ("rollout_name", spec.rollout_engine),
+        ("rollout_n", spec.n_resp_per_prompt),
+        ("rollout_tp", spec.rollout_tp),
+        ("gpu_memory_utilization", spec.gpu_memory_utilization),
+        ("max_num_batched_tokens", spec.token_budget),
+        ("max_model_len", spec.token_budget),
+        ("temperature", spec.temperature),
+        ("top_p", 1.0),
+        ("top_k", -1),
+        ("val_do_sample", True),
+        ("val_n", 1),
+        ("reward_manager", "dapo"),
+        ("overlong_enable", spec.overlong_buffer),
+        ("overlong_len", spec.effective_overlong_buffer_len),
+        ("overlong_penalty", spec.overlong_penalty_factor),
+        ("overlong_log", False),
+        ("max_resp_len", spec.max_response_length),
+    ]
+    knobs += list(feature_registry.knob_values(states).items())
+    knobs += [
+        ("logger", ["console", "swanlab"] if spec.swanlab_on else ["console"]),
+        ("project_name", spec.project_name),
+        ("experiment_name", spec.effective_experiment_name),
+        ("nnodes", spec.nnodes),
+        ("n_gpus_per_node", spec.trainer_devices),
+        ("total_training_steps", spec.train_steps),
+        ("total_epochs", 1000),
+        ("save_freq", spec.save_freq),
+        ("test_freq", spec.test_freq),
+        ("val_before_train", spec.val_before_train),
+        ("resume_mode", "auto"),
+        ("default_local_dir", spec.effective_ckpts_dir),
+        ("max_ckpt_to_keep", spec.max_ckpt_to_keep),
+        ("device", "npu" if spec.device == "npu" else "cuda"),
+    ]
+    if one_step_off:
+        knobs += [
+            ("hybrid_engine", False),
+            ("rollout_pool_nnodes", spec.nnodes),
+            ("rollout_pool_gpus", spec.rollout_gpus),
+        ]
+    return knobs
+
+
+def split_user_override(text: str) -> tuple[str, str, str]:
+    """`++a.b=c` -> ("++", "a.b", "c"). Grammar is checked later against Hydra itself."""
+    prefix = ""
+    for candidate in ("++", "+", "~"):
+        if text.startswith(candidate):
+            prefix, text = candidate, text[len(candidate):]
+            break
+    key, sep, value = text.partition("=")
+    return prefix, key.strip(), value if sep else ""
+
+
+def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
+    """Build the plan. Assumes the spec passed the checks that make this well-defined."""
+    states, feature_findings = feature_registry.resolve(
+        framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
+        no_default_features=spec.no_default_features, oom_features=spec.oom_features,
+    )
+    overrides: list[Override] = []
+    variables: dict[str, Variable] = {}
+    for knob, value in knob_settings(spec, states):
+        var_name, group = VARIABLES.get(knob, (None, ""))
+        for key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
+            transformed = key.values is not None
+            mapped = key.value_for(value)
+            use_var = var_name if (var_name and not transformed) else None
+            if use_var and use_var not in variables:
+                variables[use_var] = Variable(use_var, value, group)
+            overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
+
+    for text in spec.overrides:
+        prefix, key, raw = split_user_override(text)
+        overrides = [o for o in overrides if o.key != key]
+        overrides.append(Override(key, raw, prefix, None, "--override", raw=raw))
+
+    platform = PLATFORMS[spec.device]
+    ordered_vars = sorted(variables.values(), key=lambda v: GROUPS.index(v.group))
+    entry_module, config_name = profile.entry(spec.mode, spec.framework)
+    return Plan(
+        spec=spec, profile=profile, entry_module=entry_module, config_name=config_name,
+        overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),
+        platform=platform, features=states, feature_findings=feature_findings,
+    )
+
+
+def device_env(spec: RunSpec, platform: Platform) -> list[tuple[str, str]]:
+    """Environment for start_verl.sh: visible devices, network interface, platform defaults."""
+    env = [(platform.visible_devices_var, ",".join(str(d) for d in spec.devices))]
+    if spec.socket_ifname:
+        env += [(name, spec.socket_ifname) for name in platform.ifname_vars]
+    env += list(platform.env)
+    return env

@@ -1,0 +1,54 @@
+"""The pipeline up to the scripts: sources -> RunSpec -> checks -> Plan -> verl config check.
+
+Commands (`plan`, `generate`, later `launch`) call ``prepare`` and decide what to do with
+the result; nothing here prints or writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from verl_deploy.checks import Facts, run_checks, sort_findings
+from verl_deploy.compiler import Plan, compile_plan
+from verl_deploy.findings import Finding, has_errors
+from verl_deploy.profiles import Profile, profile_for
+from verl_deploy.sources import resolve
+from verl_deploy.spec import RunSpec
+
+
+@dataclass
+class Prepared:
+    spec: RunSpec
+    plan: Plan | None
+    findings: list[Finding] = field(default_factory=list)
+    checked_against: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not has_errors(self.findings)
+
+
+def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool = True,
+                 announce: Callable[[str], None] | None = None) -> Prepared:
+    """Check a resolved spec, compile it and check the overrides against verl's real config."""
+    profile = profile_for(spec.verl_version)
+    findings = run_checks(spec, profile, facts)
+    if not isinstance(profile, Profile):
+        return Prepared(spec, None, sort_findings(findings))
+    plan = compile_plan(spec, profile)
+    checked_against = None
+    if check_verl:
+        from verl_deploy.verlconfig.validate import validate_plan
+
+        verl_findings, checked_against = validate_plan(plan, announce=announce)
+        findings += verl_findings
+    return Prepared(spec, plan, sort_findings(findings), checked_against)
+
+
+def prepare(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+            config_file: str | None = None, detected: Mapping[str, Any] | None = None,
+            check_verl: bool = True, announce: Callable[[str], None] | None = None) -> Prepared:
+    """Resolve every source into a spec and prepare it. Raises UserError for unresolvable input."""
+    spec = resolve(flags=flags, environ=environ, config_file=config_file, detected=detected)
+    return prepare_spec(spec, check_verl=check_verl, announce=announce)

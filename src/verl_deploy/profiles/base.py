@@ -1,0 +1,235 @@
+"""What a verl version profile holds, and the keys all supported versions share.
+
+A profile is the only code that knows verl's config keys. The compiler asks it for
+*knobs* (``train_tp``, ``param_offload``) and gets back the real keys, with the Hydra
+``+`` prefix where the key is absent from that version's config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+A = "actor_rollout_ref."
+
+
+@dataclass(frozen=True)
+class Key:
+    """One verl config key a knob sets. `plus` marks keys absent from the config (Hydra `+`)."""
+
+    path: str
+    plus: bool = False
+    # Maps the knob's value to the value this key takes (e.g. flash_attn True -> "flash").
+    values: Mapping[Any, Any] | None = None
+
+    def value_for(self, value: Any) -> Any:
+        if self.values is None:
+            return value
+        return self.values[value]
+
+
+def keys(*paths: str, plus: bool = False) -> tuple[Key, ...]:
+    return tuple(Key(p, plus) for p in paths)
+
+
+# knob -> keys, the same for both frameworks and all supported versions.
+COMMON: dict[str, tuple[Key, ...]] = {
+    # data
+    "train_files": keys("data.train_files"),
+    "val_files": keys("data.val_files"),
+    "prompt_key": keys("data.prompt_key"),
+    "max_prompt_length": keys("data.max_prompt_length"),
+    "max_response_length": keys("data.max_response_length"),
+    "train_batch_size": keys("data.train_batch_size"),
+    "gen_batch_size": keys("data.gen_batch_size"),
+    "truncation": keys("data.truncation"),
+    "filter_overlong_prompts": keys("data.filter_overlong_prompts"),
+    # algorithm
+    "adv_estimator": keys("algorithm.adv_estimator"),
+    "use_kl_in_reward": keys("algorithm.use_kl_in_reward"),
+    "kl_coef": keys("algorithm.kl_ctrl.kl_coef"),
+    "filter_groups_enable": keys("algorithm.filter_groups.enable"),
+    "filter_groups_metric": keys("algorithm.filter_groups.metric"),
+    "max_num_gen_batches": keys("algorithm.filter_groups.max_num_gen_batches"),
+    # model and actor
+    "model_path": keys(A + "model.path"),
+    "lr": keys(A + "actor.optim.lr"),
+    "lr_warmup_steps": keys(A + "actor.optim.lr_warmup_steps"),
+    "mini_batch_size": keys(A + "actor.ppo_mini_batch_size"),
+    "micro_batch_size": keys(
+        A + "actor.ppo_micro_batch_size_per_gpu",
+        A + "ref.log_prob_micro_batch_size_per_gpu",
+        A + "rollout.log_prob_micro_batch_size_per_gpu",
+    ),
+    "use_kl_loss": keys(A + "actor.use_kl_loss"),
+    "kl_loss_coef": keys(A + "actor.kl_loss_coef"),
+    "clip_ratio_low": keys(A + "actor.clip_ratio_low"),
+    "clip_ratio_high": keys(A + "actor.clip_ratio_high"),
+    "clip_ratio_c": keys(A + "actor.clip_ratio_c"),
+    "loss_agg_mode": keys(A + "actor.loss_agg_mode"),
+    "entropy_coeff": keys(A + "actor.entropy_coeff"),
+    "use_dynamic_bsz": keys(
+        A + "actor.use_dynamic_bsz",
+        A + "ref.log_prob_use_dynamic_bsz",
+        A + "rollout.log_prob_use_dynamic_bsz",
+    ),
+    "max_token_len": keys(
+        A + "actor.ppo_max_token_len_per_gpu",
+        A + "ref.log_prob_max_token_len_per_gpu",
+        A + "rollout.log_prob_max_token_len_per_gpu",
+    ),
+    # rollout
+    "rollout_name": keys(A + "rollout.name"),
+    "rollout_n": keys(A + "rollout.n"),
+    "rollout_tp": keys(A + "rollout.tensor_model_parallel_size"),
+    "gpu_memory_utilization": keys(A + "rollout.gpu_memory_utilization"),
+    "max_num_batched_tokens": keys(A + "rollout.max_num_batched_tokens"),
+    "max_model_len": keys(A + "rollout.max_model_len"),
+    "temperature": keys(A + "rollout.temperature", A + "rollout.val_kwargs.temperature"),
+    "top_p": keys(A + "rollout.top_p", A + "rollout.val_kwargs.top_p"),
+    "top_k": keys(A + "rollout.top_k", A + "rollout.val_kwargs.top_k"),
+    "val_do_sample": keys(A + "rollout.val_kwargs.do_sample"),
+    "val_n": keys(A + "rollout.val_kwargs.n"),
+    "prefix_caching": keys(A + "rollout.enable_prefix_caching"),
+    "chunked_prefill": keys(A + "rollout.enable_chunked_prefill"),
+    # trainer
+    "logger": keys("trainer.logger"),
+    "project_name": keys("trainer.project_name"),
+    "experiment_name": keys("trainer.experiment_name"),
+    "n_gpus_per_node": keys("trainer.n_gpus_per_node"),
+    "nnodes": keys("trainer.nnodes"),
+    "total_training_steps": keys("trainer.total_training_steps"),
+    "total_epochs": keys("trainer.total_epochs"),
+    "save_freq": keys("trainer.save_freq"),
+    "test_freq": keys("trainer.test_freq"),
+    "val_before_train": keys("trainer.val_before_train"),
+    "resume_mode": keys("trainer.resume_mode"),
+    "default_local_dir": keys("trainer.default_local_dir"),
+    "max_ckpt_to_keep": keys("trainer.max_actor_ckpt_to_keep"),
+    "device": keys("trainer.device"),
+    # one-step-off pools
+    "hybrid_engine": keys(A + "hybrid_engine"),
+    "rollout_pool_nnodes": keys("rollout.nnodes"),
+    "rollout_pool_gpus": keys("rollout.n_gpus_per_node"),
+}
+
+MEGATRON: dict[str, tuple[Key, ...]] = {
+    "train_tp": keys(A + "actor.megatron.tensor_model_parallel_size"),
+    "train_pp": keys(A + "actor.megatron.pipeline_model_parallel_size"),
+    "train_cp": keys(A + "actor.megatron.context_parallel_size"),
+    "param_offload": keys(A + "actor.megatron.param_offload", A + "ref.megatron.param_offload"),
+    "grad_offload": keys(A + "actor.megatron.grad_offload"),
+    "optimizer_offload": keys(A + "actor.megatron.optimizer_offload"),
+    "remove_padding": keys(A + "model.use_remove_padding", A + "actor.megatron.use_remove_padding"),
+    "recompute_granularity": keys(A + "actor.megatron.override_transformer_config.recompute_granularity"),
+    "recompute_method": keys(A + "actor.megatron.override_transformer_config.recompute_method"),
+    "recompute_num_layers": keys(A + "actor.megatron.override_transformer_config.recompute_num_layers"),
+    "swap_optimizer": keys(A + "actor.megatron.override_transformer_config.swap_optimizer", plus=True),
+    "vpp_size": keys(A + "actor.megatron.virtual_pipeline_model_parallel_size"),
+    "flash_attn@npu": keys(A + "actor.megatron.override_transformer_config.use_flash_attn", plus=True),
+    "flash_attn@gpu": (Key(A + "actor.megatron.override_transformer_config.attention_backend",
+                           values={True: "flash", False: "fused"}),),
+}
+
+FSDP: dict[str, tuple[Key, ...]] = {
+    "param_offload": keys(A + "actor.fsdp_config.param_offload", A + "ref.fsdp_config.param_offload"),
+    "optimizer_offload": keys(A + "actor.fsdp_config.optimizer_offload"),
+    "grad_offload": (),  # FSDP has no gradient offload key
+    "remove_padding": keys(A + "model.use_remove_padding"),
+    "gradient_checkpointing": keys(A + "model.enable_gradient_checkpointing"),
+    "flash_attn": (Key(A + "model.override_config.attn_implementation", plus=True,
+                       values={True: "flash_attention_2", False: "sdpa"}),),
+    "strategy": keys(A + "actor.strategy", "critic.strategy"),
+}
+
+
+# Dict-typed sections where verl accepts keys of its own choosing, even below a `_target_`
+# section (reference verl-keys.md §0): new keys there are fine with `+`.
+OPEN_SECTIONS: tuple[str, ...] = (
+    ".override_transformer_config", ".override_ddp_config", "model.override_config", ".engine_kwargs",
+    "reward_kwargs", "ray_kwargs.ray_init", "data.",
+)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Everything version-specific about verl that verl-deploy relies on."""
+
+    name: str
+    # versions this profile serves: exact "0.7.0" or a prefix like "0.9."
+    matches: tuple[str, ...]
+    entry_modules: Mapping[str, str]  # mode -> python module
+    config_names: Mapping[tuple[str, str], str]  # (mode, framework) -> config name
+    base_configs: Mapping[str, str]  # framework -> base config name in verl/trainer/config
+    # (mode, framework) -> the recipe yaml's own keys, for versions whose wheel lacks the recipe
+    recipe_overlays: Mapping[tuple[str, str], Mapping[str, Any]]
+    # knob -> keys specific to this version, overriding COMMON/MEGATRON/FSDP (empty tuple = no key)
+    overrides: Mapping[str, tuple[Key, ...]] = field(default_factory=dict)
+    # the wheel carries this mode's config (relative dir in the wheel), else the overlay is used
+    wheel_config_dirs: Mapping[str, str] = field(default_factory=dict)
+    needs_device_key: bool = False
+    fsdp_strategy: str = "fsdp2"
+    # checks that depend on the version
+    engine_workers_only: bool = False  # 0.8.0+: the engine workers' batch assertions always apply
+    strategy_sets_critic: bool = True
+    notes: tuple[str, ...] = ()
+    open_sections: tuple[str, ...] = OPEN_SECTIONS
+
+    def is_open(self, key: str) -> bool:
+        """May a new key be added here with `+` although its section is a dataclass?"""
+        return any(section in key for section in self.open_sections)
+
+    def serves(self, version: str) -> bool:
+        return any(version == m or (m.endswith(".") and version.startswith(m)) for m in self.matches)
+
+    def keys_for(self, knob: str, framework: str, device: str, mode: str = "dapo") -> tuple[Key, ...]:
+        """The verl keys one knob sets for this framework, device and mode (empty: not in this version)."""
+        for name in (f"{knob}@{mode}", f"{knob}@{framework}@{device}", f"{knob}@{framework}", knob):
+            if name in self.overrides:
+                return self.overrides[name]
+        table = MEGATRON if framework == "megatron" else FSDP
+        for name in (f"{knob}@{device}", knob):
+            if name in table:
+                return table[name]
+        if knob in COMMON:
+            return COMMON[knob]
+        raise KeyError(f"profile {self.name} has no key for knob {knob!r} ({framework}, {device})")
+
+    def entry(self, mode: str, framework: str) -> tuple[str, str]:
+        return self.entry_modules[mode], self.config_names[(mode, framework)]
+
+    def is_recipe_entry(self, mode: str) -> bool:
+        """Recipe modules live in the verl source tree (or its verl-recipe submodule), never in a wheel."""
+        return self.entry_modules[mode].startswith("recipe.")
+
+
+def dapo_config_names() -> dict[tuple[str, str], str]:
+    return {
+        ("dapo", "megatron"): "dapo_megatron_trainer",
+        ("dapo", "fsdp"): "dapo_trainer",
+        ("one-step-off", "megatron"): "one_step_off_ppo_megatron_trainer",
+        ("one-step-off", "fsdp"): "one_step_off_ppo_trainer",
+    }
+
+
+BASE_CONFIGS = {"megatron": "ppo_megatron_trainer", "fsdp": "ppo_trainer"}
+
+
+def one_step_off_overlay(extra_rollout: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The one-step-off recipe yaml's own keys (same layout in every supported version)."""
+    rollout: dict[str, Any] = {"free_cache_engine": False, "calculate_log_probs": True}
+    rollout.update(extra_rollout or {})
+    return {
+        "rollout": {"nnodes": 1, "n_gpus_per_node": 8},
+        "actor_rollout_ref": {"rollout": rollout},
+        "algorithm": {"rollout_correction": {"bypass_mode": True}},
+    }
+
+
+def filter_groups_overlay() -> dict[str, Any]:
+    return {
+        "_target_": "verl.trainer.config.FilterGroupsConfig",
+        "enable": False,
+        "metric": None,
+        "max_num_gen_batches": 0,
+    }

@@ -1,0 +1,174 @@
+"""Where values come from, lowest priority first:
+
+    default < detected < config file (YAML) < environment < flags / wizard answers
+
+``resolve`` merges the layers, validates the result into a ``RunSpec`` and records the
+source of every value. Mistakes become findings naming the field, the layer it came
+from and the fix; nothing here raises a traceback at the user.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import ValidationError
+
+from verl_deploy.findings import Finding, UserError, error
+from verl_deploy.spec import RunSpec, field_names
+
+# The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
+ENV_VARS: dict[str, str] = {
+    "FRAMEWORK": "framework",
+    "MODEL_PATH": "model_path",
+    "TRAIN_FILE": "train_file",
+    "VAL_FILE": "test_file",
+    "TEST_FILE": "test_file",
+    "CKPTS_DIR": "ckpts_dir",
+    "TRAIN_STEPS": "train_steps",
+    "TRAINER_GPUS": "trainer_gpus",
+    "ROLLOUT_GPUS": "rollout_gpus",
+    "USER_FEATURES": "features",
+    "MAX_OOM_RETRIES": "max_oom_retries",
+    "MAX_RESPONSE_LENGTH": "max_response_length",
+    "SWANLAB_HOST": "swanlab_host",
+    "SWANLAB_API_KEY": "swanlab_api_key",
+    "SWANLAB_MODE": "swanlab_mode",
+    "SWANLAB_WORKSPACE": "swanlab_workspace",
+    "SWANLAB_LOG_DIR": "swanlab_log_dir",
+    "PROJECT_NAME": "project_name",
+    "CONTAINER": "container",
+}
+TRUTHY = {"1", "true", "yes", "on", "y"}
+
+
+def _flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def where(source: str, field: str) -> str:
+    """How a user changes a value that came from `source`."""
+    kind, _, detail = source.partition(" ")
+    if kind == "flag":
+        return f"change {detail or _flag_name(field)}"
+    if kind == "env":
+        return f"change or unset {detail} in the environment"
+    if kind == "file":
+        return f"change {field} in {detail}"
+    if kind == "answer":
+        return "answer the question again"
+    return f"set {_flag_name(field)}"
+
+
+def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
+    """Read a YAML config file of spec fields; unknown keys are errors with suggestions."""
+    file = Path(path)
+    if not file.is_file():
+        return {}, [error("config", f"config file {str(file)!r} does not exist",
+                          "check the path, or create one with `verl-deploy init`")]
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        return {}, [error("config", f"{file}: {problem}{at}", "fix the YAML syntax")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, [error("config", f"cannot read {file}: {exc}", "check the file's permissions and encoding")]
+    if data is None:
+        return {}, []
+    if not isinstance(data, dict):
+        return {}, [error("config", f"{file}: expected a mapping of field: value, got {type(data).__name__}",
+                          "write one `field: value` per line")]
+    known = set(field_names())
+    values: dict[str, Any] = {}
+    findings: list[Finding] = []
+    for raw_key, value in data.items():
+        key = str(raw_key).replace("-", "_")
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=3)
+            hint = f"did you mean {', '.join(close)}?" if close else "see `verl-deploy plan --json` for the field names"
+            findings.append(error(str(raw_key), f"unknown field in {file}", hint))
+            continue
+        values[key] = value
+    return values, findings
+
+
+def env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Values and their sources from the seeds' environment variables."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, field in ENV_VARS.items():
+        raw = environ.get(name)
+        if raw is None or raw == "":
+            continue
+        values[field] = raw
+        sources[field] = f"env {name}"
+    offload = environ.get("ENABLE_OFFLOAD", "")
+    if offload.strip().lower() in TRUTHY:
+        existing = values.get("features", "")
+        values["features"] = f"{existing},offload" if existing else "offload"
+        sources["features"] = "env " + ("USER_FEATURES+ENABLE_OFFLOAD" if existing else "ENABLE_OFFLOAD")
+    return values, sources
+
+
+def resolve(
+    *,
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | os.PathLike | None = None,
+    detected: Mapping[str, Any] | None = None,
+    answers: Mapping[str, Any] | None = None,
+) -> RunSpec:
+    """Merge every layer into a RunSpec; raise UserError with all findings if any is wrong."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    findings: list[Finding] = []
+
+    def layer(new: Mapping[str, Any], label: str | Mapping[str, str]) -> None:
+        for key, value in new.items():
+            if value is None:
+                continue
+            values[key] = value
+            sources[key] = label if isinstance(label, str) else label[key]
+
+    layer(detected or {}, "detected")
+    if config_file is not None:
+        file_values, problems = load_config_file(config_file)
+        findings += problems
+        layer(file_values, f"file {config_file}")
+    env_values, env_sources = env_layer(environ)
+    layer(env_values, env_sources)
+    layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {_flag_name(k)}" for k in (flags or {})})
+    layer(answers or {}, "answer")
+    if findings:
+        raise UserError(findings)
+
+    if values.get("mode") == "one-step-off" and "train_pp" not in values:
+        # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
+        values["train_pp"], sources["train_pp"] = 1, "derived"
+    try:
+        spec = RunSpec(**values)
+    except ValidationError as exc:
+        raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
+    full_sources = {name: sources.get(name, "default") for name in field_names()}
+    return spec.model_copy(update={"sources": full_sources})
+
+
+def _finding_from_pydantic(err: Mapping[str, Any], sources: Mapping[str, str]) -> Finding:
+    loc = err.get("loc") or ("config",)
+    field = str(loc[0])
+    source = sources.get(field, "default")
+    message = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    got = err.get("input")
+    if field == "swanlab_api_key":
+        got = "****"
+    shown = f" (got {got!r} from {source})" if got is not None and err.get("type") != "extra_forbidden" else ""
+    if err.get("type") == "extra_forbidden":
+        close = difflib.get_close_matches(field, field_names(), n=3)
+        return error(field, "unknown field", f"did you mean {', '.join(close)}?" if close else "remove it")
+    return error(field, f"{message}{shown}", where(source, field))

@@ -1,0 +1,129 @@
+"""A key index of verl's composed config: every key, what kind of value it holds, and
+whether its section is turned into a dataclass (has ``_target_``).
+
+Built once per (version, entry config) by composing verl's real YAML with Hydra, then
+kept as JSON in the cache, so later checks need no Hydra import and take milliseconds.
+The entry config is the recipe's own yaml when the source has it (a verl checkout with
+``recipe/``, or a wheel's experimental config); otherwise the profile's declaration of
+the recipe keys on top of the real base config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import yaml
+
+from verl_deploy.verlconfig.locate import ConfigSource, cache_dir
+
+INDEX_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class KeyIndex:
+    """kinds: path -> "dict" | "list" | "null" | "value". targets: dict paths that carry `_target_`."""
+
+    kinds: Mapping[str, str]
+    targets: frozenset[str]
+    origin: str
+
+    def kind(self, path: str) -> str | None:
+        return self.kinds.get(path)
+
+    def nearest_existing(self, path: str) -> str:
+        parts = path.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            parent = ".".join(parts[:cut])
+            if parent in self.kinds:
+                return parent
+        return ""
+
+
+def entry_yaml(source: ConfigSource, module: str, config_name: str, base_config: str,
+               overlay: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The entry config as a dict (without its hydra/defaults header) and where it came from."""
+    real = source.recipe_config(module, config_name)
+    if real is not None:
+        data = yaml.safe_load(real.read_text(encoding="utf-8")) or {}
+        data.pop("hydra", None)
+        data.pop("defaults", None)
+        return data, f"{real}"
+    return dict(overlay), f"profile declaration of {config_name} on {source.origin} {source.version}"
+
+
+def compose(source: ConfigSource, config_name: str, base_config: str, entry: Mapping[str, Any],
+            overrides: list[str] | None = None):
+    """Compose the entry config with Hydra against the real base config. Returns a DictConfig."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    document = {"hydra": {"searchpath": [f"file://{source.base_dir}"]},
+                "defaults": [base_config, "_self_"], **entry}
+    with tempfile.TemporaryDirectory(prefix="verl-deploy-compose-") as tmp:
+        Path(tmp, f"{config_name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        GlobalHydra.instance().clear()
+        try:
+            with initialize_config_dir(config_dir=tmp, version_base=None):
+                return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+        finally:
+            GlobalHydra.instance().clear()
+
+
+def _walk(node: Any, prefix: str, kinds: dict[str, str], targets: set[str]) -> Iterator[None]:
+    if isinstance(node, dict):
+        if prefix:
+            kinds[prefix] = "dict"
+        if "_target_" in node and prefix:
+            targets.add(prefix)
+        for key, value in node.items():
+            yield from _walk(value, f"{prefix}.{key}" if prefix else str(key), kinds, targets)
+    elif isinstance(node, list):
+        kinds[prefix] = "list"
+    else:
+        kinds[prefix] = "null" if node is None else "value"
+    yield None
+
+
+def build(source: ConfigSource, module: str, config_name: str, base_config: str,
+          overlay: Mapping[str, Any]) -> KeyIndex:
+    """The index for one entry config, from the cache or by composing once with Hydra."""
+    from omegaconf import OmegaConf  # only when composing
+
+    entry, origin = entry_yaml(source, module, config_name, base_config, overlay)
+    fingerprint = hashlib.sha256(json.dumps(
+        [INDEX_FORMAT, str(source.root), source.version, config_name, base_config, entry],
+        sort_keys=True, default=str).encode()).hexdigest()[:16]
+    cached = cache_dir() / "index" / f"{source.version}-{config_name}-{fingerprint}.json"
+    if cached.is_file():
+        try:
+            data = json.loads(cached.read_text(encoding="utf-8"))
+            return KeyIndex(data["kinds"], frozenset(data["targets"]), data["origin"])
+        except (OSError, ValueError, KeyError):
+            pass
+    cfg = compose(source, config_name, base_config, entry)
+    container = OmegaConf.to_container(cfg, resolve=False)
+    kinds: dict[str, str] = {}
+    targets: set[str] = set()
+    for _ in _walk(container, "", kinds, targets):
+        pass
+    index = KeyIndex(kinds, frozenset(targets), origin)
+    _write_atomic(cached, {"kinds": kinds, "targets": sorted(targets), "origin": origin})
+    return index
+
+
+def _write_atomic(path: Path, data: dict) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".index-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that cannot be written only costs time

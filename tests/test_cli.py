@@ -1,0 +1,211 @@
+"""The command line as a user runs it: exit codes, one-line errors, files, secrets."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import has_shellcheck, load_plan, run_cli, run_scripts, recorded_argv
+
+
+def test_help_teaches_with_examples():
+    result = run_cli("generate", "--help")
+    assert result.returncode == 0
+    assert "--mask" in result.stdout and "Examples" in result.stdout and "--npu-devices" in result.stdout
+
+
+def test_plan_on_the_built_in_example():
+    result = run_cli("plan")
+    assert result.returncode == 0, result.stderr
+    assert "recipe.dapo.main_dapo" in result.stdout and "ready" in result.stdout
+    assert "use_flash_attn=True" in result.stdout
+
+
+def test_plan_json_has_sources_overrides_and_command():
+    result = run_cli("plan", "--json", "--train-steps", "4", env={"MODEL_PATH": "/m/Qwen3-8B"})
+    data = json.loads(result.stdout)
+    assert data["ok"] is True
+    assert data["sources"]["train_steps"] == "flag --train-steps"
+    assert data["sources"]["model_path"] == "env MODEL_PATH"
+    assert data["command"][:3] == ["python3", "-m", "recipe.dapo.main_dapo"]
+    assert "trainer.total_training_steps=4" in data["overrides"]
+    assert data["mask"] == "1100000"
+
+
+def test_generate_writes_scripts_that_pass_bash_and_shellcheck(tmp_path):
+    out = tmp_path / "scripts"
+    result = run_cli("generate", "--output-dir", str(out))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["plan.json", "run_training.sh", "start_verl.sh"]
+    for script in ("start_verl.sh", "run_training.sh"):
+        assert subprocess.run(["bash", "-n", str(out / script)]).returncode == 0
+        assert os.access(out / script, os.X_OK)
+    if has_shellcheck():
+        check = subprocess.run(["shellcheck", str(out / "start_verl.sh"), str(out / "run_training.sh")],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout
+    run = (out / "run_training.sh").read_text()
+    assert "TRAIN_STEPS=100" in run and "TRAIN_TP=4" in run  # hyper-parameters as variables at the top
+    start = (out / "start_verl.sh").read_text()
+    assert "ASCEND_RT_VISIBLE_DEVICES=0,1,2,3,4,5,6,7" in start and '{"NPU": 8}' in start
+
+
+def test_same_spec_gives_byte_identical_scripts(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        assert run_cli("generate", "--output-dir", str(out), "--mask", "1011000").returncode == 0
+    for name in ("start_verl.sh", "run_training.sh"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+
+
+def test_existing_scripts_need_force(tmp_path):
+    out = tmp_path / "s"
+    assert run_cli("generate", "--output-dir", str(out)).returncode == 0
+    before = (out / "run_training.sh").read_text()
+    result = run_cli("generate", "--output-dir", str(out), "--train-steps", "5")
+    assert result.returncode == 1 and "--force" in result.stderr and "Traceback" not in result.stderr
+    assert (out / "run_training.sh").read_text() == before
+    assert run_cli("generate", "--output-dir", str(out), "--train-steps", "5", "--force").returncode == 0
+    assert "TRAIN_STEPS=5" in (out / "run_training.sh").read_text()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--mask", "10100"], "mask"),
+    (["--features", "turbo"], "unknown feature"),
+    (["--devices", "0-5"], "do not divide"),
+    (["--framework", "fsdp", "--features", "recompute"], "does not apply"),
+    (["--train-steps", "-3"], "train_steps"),
+    (["--override", "trainer.save_freqq=5"], "did you mean trainer.save_freq"),
+    (["--override", "+trainer.save_freq=5"], "without '+'"),
+    (["--override", "actor_rollout_ref.actor.foo=1"], "unknown verl config key"),
+    (["--override", "trainer.logger=a,b"], "sweep"),
+    (["--verl-version", "0.6.1"], "not supported"),
+    (["--config", "/nope.yaml"], "does not exist"),
+    (["--swanlab", "maybe"], "yes or no"),
+])
+def test_each_mistake_is_one_clear_line_and_nothing_is_written(tmp_path, args, needle):
+    out = tmp_path / "never"
+    result = run_cli("generate", "--output-dir", str(out), *args)
+    assert result.returncode == 1
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert not out.exists()
+
+
+def test_all_findings_are_reported_at_once():
+    result = run_cli("plan", "--devices", "0-5", "--mask", "0000001", "--train-pp", "1", "--train-tp", "4")
+    assert result.returncode == 1
+    assert "do not divide" in result.stdout and "vpp needs pipeline parallel" in result.stdout
+
+
+def test_user_override_is_checked_and_applied(tmp_path, stubs):
+    out = tmp_path / "o"
+    result = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
+                     "-o", "trainer.save_freq=20", "-o", "+actor_rollout_ref.model.override_config.rope_theta=1000")
+    assert result.returncode == 0, result.stderr
+    assert run_scripts(out, stubs).returncode == 0
+    argv = recorded_argv(stubs)
+    assert "trainer.save_freq=20" in argv and "trainer.save_freq=10" not in argv
+    assert "+actor_rollout_ref.model.override_config.rope_theta=1000" in argv
+
+
+def test_swanlab_secret_never_reaches_scripts_plan_argv_or_output(tmp_path, stubs):
+    key = "sk-TOPSECRET-9876"
+    out = tmp_path / "sw"
+    result = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
+                     env={"SWANLAB_API_KEY": key, "SWANLAB_HOST": "http://127.0.0.1:8000"})
+    assert result.returncode == 0, result.stderr
+    assert key not in result.stdout + result.stderr
+    for name in ("start_verl.sh", "run_training.sh", "plan.json"):
+        assert key not in (out / name).read_text()
+    secret = out / "swanlab.env"
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert key in secret.read_text()
+    assert load_plan(out)["spec"]["swanlab_api_key"] == "****9876"
+    assert run_scripts(out, stubs).returncode == 0
+    assert key not in "\0".join(recorded_argv(stubs))
+    assert f"SWANLAB_API_KEY={key}" in (stubs["log"] / "python3.env").read_text()  # reaches verl via env only
+    assert "trainer.logger=[console,swanlab]" in recorded_argv(stubs)
+
+
+def test_api_key_from_stdin(tmp_path):
+    out = tmp_path / "stdin"
+    result = run_cli("generate", "--output-dir", str(out), "--swanlab-host", "http://h:8000",
+                     "--swanlab-api-key", "-", input="sk-from-stdin-4321\n")
+    assert result.returncode == 0, result.stderr
+    assert "sk-from-stdin-4321" in (out / "swanlab.env").read_text()
+
+
+def test_swanlab_off_means_console_only_and_no_secret_file(tmp_path):
+    out = tmp_path / "off"
+    result = run_cli("generate", "--output-dir", str(out), "--swanlab", "no",
+                     env={"SWANLAB_API_KEY": "sk-x", "SWANLAB_HOST": "http://h:8000"})
+    assert result.returncode == 0, result.stderr
+    assert not (out / "swanlab.env").exists()
+    assert "trainer.logger=[console]" in load_plan(out)["overrides"]
+
+
+def test_start_script_reuses_a_running_ray_and_passes_the_exit_code(tmp_path, stubs):
+    out = tmp_path / "ray"
+    assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
+                   "--device", "gpu", "--devices", "0,1,2,3", "--train-pp", "1").returncode == 0
+    result = run_scripts(out, stubs, {"STUB_RAY_UP": "1", "STUB_EXIT": "3"})
+    assert result.returncode == 3
+    calls = (stubs["log"] / "ray.calls").read_text()
+    assert "start" not in calls and "stop" not in calls  # not ours to start or stop
+    assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in (stubs["log"] / "python3.env").read_text()
+
+
+def test_start_script_starts_and_stops_its_own_ray(tmp_path, stubs):
+    out = tmp_path / "ray2"
+    assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
+                   "--socket-ifname", "eth0").returncode == 0
+    assert run_scripts(out, stubs).returncode == 0
+    calls = (stubs["log"] / "ray.calls").read_text().splitlines()
+    assert calls[1].startswith("start --head") and '--resources={"NPU": 8}' in calls[1]
+    assert calls[-1] == "stop"
+    env = (stubs["log"] / "python3.env").read_text()
+    assert "HCCL_SOCKET_IFNAME=eth0" in env and "GLOO_SOCKET_IFNAME=eth0" in env
+
+
+def test_missing_recipe_is_reported_by_the_script(tmp_path, stubs):
+    out = tmp_path / "norecipe"
+    empty = tmp_path / "empty-verl"
+    empty.mkdir()
+    assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(empty)).returncode == 0
+    result = run_scripts(out, stubs)
+    assert result.returncode == 2 and "git submodule update" in result.stderr
+
+
+def test_verl_dir_reads_version_and_recipe_config(tmp_path):
+    from verl_deploy.verlconfig.locate import locate
+
+    wheel_root = locate("0.7.0").root
+    checkout = tmp_path / "verl"
+    import shutil
+
+    shutil.copytree(wheel_root / "verl", checkout / "verl")
+    (checkout / "recipe/dapo/config").mkdir(parents=True)
+    # a checkout's own recipe yaml is used instead of the profile's declaration
+    (checkout / "recipe/dapo/config/dapo_megatron_trainer.yaml").write_text(
+        "hydra:\n  searchpath:\n    - file://verl/trainer/config\ndefaults:\n  - ppo_megatron_trainer\n  - _self_\n"
+        "data:\n  gen_batch_size: ${data.train_batch_size}\nreward_model:\n  reward_manager: dapo\n"
+        "  overlong_buffer:\n    enable: False\n    len: 0\n    penalty_factor: 0.0\n    log: False\n"
+        "algorithm:\n  filter_groups:\n    _target_: verl.trainer.config.FilterGroupsConfig\n    enable: False\n"
+        "    metric: null\n    max_num_gen_batches: 0\n")
+    result = run_cli("plan", "--json", "--verl-dir", str(checkout))
+    data = json.loads(result.stdout)
+    assert data["ok"], data["findings"]
+    assert "recipe/dapo/config/dapo_megatron_trainer.yaml" in data["verl"]["checked_against"]
+
+
+def test_features_command_lists_and_decodes():
+    listing = run_cli("features", "--json")
+    names = [f["name"] for f in json.loads(listing.stdout)["features"]]
+    assert names[:7] == ["remove_padding", "dynamic_batch", "offload", "prefix_cache", "recompute",
+                         "swap_optimizer", "vpp"]
+    decoded = json.loads(run_cli("features", "--mask", "1010000", "--json").stdout)
+    assert [b["on"] for b in decoded["bits"]] == [True, False, True, False, False, False, False]
+    bad = run_cli("features", "--mask", "12")
+    assert bad.returncode == 1 and "7-bit" in bad.stderr
