@@ -1,0 +1,131 @@
+"""Turning verl log lines into events: progress, metrics, the SwanLab link, checkpoints.
+
+Formats (shared/reference/verl-keys.md §5): tqdm's `Training Progress: 12%|...| 12/100
+[mm:ss<hh:mm:ss, 51.96s/it]` (refreshes separated by `\\r`, forwarded by Ray with a
+`(TaskRunner pid=N)` prefix); the console logger's `step:N - key:value - ...` where values
+may be numpy reprs (`np.float64(0.25)`) on verl 0.9; SwanLab's `View run at URL` (cloud) or
+`swanlab watch DIR` (local); checkpoint saves and resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+RAY_PREFIX = re.compile(r"^\((?:[\w.]+) pid=\d+(?:, ip=[\d.:a-fA-F]+)?\)\s?")
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+PROGRESS = re.compile(r"Training Progress:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)(?:\s*\[([^\]]*)\])?")
+RATE = re.compile(r"([\d.]+)(s/it|it/s)")
+METRIC_LINE = re.compile(r"(?:^|\s)step:(\d+) - (.*)$")
+NUMBER = re.compile(r"^(?:np\.\w+\(|numpy\.\w+\()?\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|-inf))\s*\)?$")
+SWANLAB_URL = re.compile(r"View run at\s+(https?://\S+)")
+SWANLAB_LOCAL = re.compile(r"swanlab watch\s+(\S+?)`?(?:\s|$)")
+CKPT_SAVE = re.compile(r"local_global_step_folder:\s*(\S*global_step_(\d+))")
+RESUME = re.compile(r"Setting global step to (\d+)")
+FROM_SCRATCH = re.compile(r"Training from scratch")
+
+
+@dataclass(frozen=True)
+class Progress:
+    step: int
+    total: int
+    seconds_per_step: float | None = None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    step: int
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SwanLabLink:
+    url: str
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class CheckpointSaved:
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class Resumed:
+    step: int
+
+
+Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed]
+
+
+def clean(line: str) -> list[str]:
+    """A raw log line -> its text segments without ANSI codes and the Ray actor prefix."""
+    text = ANSI.sub("", line)
+    return [RAY_PREFIX.sub("", part) for part in text.split("\r") if part.strip()]
+
+
+def parse_number(text: str) -> float | None:
+    match = NUMBER.match(text.strip())
+    if not match:
+        return None
+    return float(match.group(1))
+
+
+def parse_metrics(step: int, body: str) -> Metrics:
+    values: dict[str, float] = {}
+    for item in body.split(" - "):
+        key, sep, raw = item.partition(":")
+        if not sep:
+            continue
+        number = parse_number(raw)
+        if number is not None:
+            values[key.strip()] = number
+    return Metrics(step, values)
+
+
+def parse_line(line: str) -> list[Event]:
+    """Every event one log line carries (a tqdm line may hold several refreshes)."""
+    events: list[Event] = []
+    for text in clean(line):
+        progress = None
+        for match in PROGRESS.finditer(text):
+            rate = None
+            if match.group(3):
+                rate_match = RATE.search(match.group(3))
+                if rate_match:
+                    value = float(rate_match.group(1))
+                    rate = value if rate_match.group(2) == "s/it" else (1 / value if value else None)
+            progress = Progress(int(match.group(1)), int(match.group(2)), rate)
+        if progress:
+            events.append(progress)
+            continue
+        match = METRIC_LINE.search(text)
+        if match:
+            events.append(parse_metrics(int(match.group(1)), match.group(2)))
+            continue
+        match = SWANLAB_URL.search(text)
+        if match:
+            events.append(SwanLabLink(match.group(1).rstrip(".,;)")))
+            continue
+        match = SWANLAB_LOCAL.search(text)
+        if match and "swanlab" in text.lower():
+            events.append(SwanLabLink(f"swanlab watch {match.group(1)}", local=True))
+            continue
+        match = CKPT_SAVE.search(text)
+        if match:
+            events.append(CheckpointSaved(int(match.group(2)), match.group(1)))
+            continue
+        match = RESUME.search(text)
+        if match:
+            events.append(Resumed(int(match.group(1))))
+    return events
+
+
+def parse_lines(lines: Iterable[str]) -> list[Event]:
+    return [event for line in lines for event in parse_line(line)]
+
+
+def is_finite(value: float) -> bool:
+    return not (math.isnan(value) or math.isinf(value))

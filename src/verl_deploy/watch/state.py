@@ -1,0 +1,56 @@
+"""What the watcher knows about a run so far: step N of M, last metrics, the link, checkpoints."""
+
+from __future__ import annotations
+
+import statistics
+from collections import deque
+from dataclasses import dataclass, field
+
+from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, Resumed, SwanLabLink
+
+MAIN_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput", "timing_s/step")
+HISTORY = 50
+
+
+@dataclass
+class RunState:
+    step: int = 0
+    total_steps: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    history: dict[str, deque] = field(default_factory=dict)
+    step_times: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
+    swanlab_url: str | None = None
+    last_checkpoint_step: int | None = None
+    resumed_from_step: int | None = None
+
+    def apply(self, event: Event) -> None:
+        if isinstance(event, Progress):
+            self.step = max(self.step, event.step)
+            self.total_steps = event.total
+        elif isinstance(event, Metrics):
+            self.step = max(self.step, event.step)
+            self.metrics.update(event.values)
+            for key, value in event.values.items():
+                if key in MAIN_METRICS or key.startswith("val-core/"):
+                    self.history.setdefault(key, deque(maxlen=HISTORY)).append((event.step, value))
+            if "timing_s/step" in event.values:
+                self.step_times.append(event.values["timing_s/step"])
+        elif isinstance(event, SwanLabLink):
+            if self.swanlab_url is None or not event.local:
+                self.swanlab_url = event.url
+        elif isinstance(event, CheckpointSaved):
+            self.last_checkpoint_step = event.step
+        elif isinstance(event, Resumed):
+            self.resumed_from_step = event.step
+            self.step = max(self.step, event.step)
+
+    @property
+    def median_step_seconds(self) -> float | None:
+        return statistics.median(self.step_times) if self.step_times else None
+
+    @property
+    def eta_seconds(self) -> float | None:
+        median = self.median_step_seconds
+        if median is None or self.total_steps is None:
+            return None
+        return max(0, self.total_steps - self.step) * median
