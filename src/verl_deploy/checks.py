@@ -44,11 +44,15 @@ def read_model_facts(model_path: str) -> Facts:
     return Facts(num_layers=int(layers) if isinstance(layers, int) else None)
 
 
-def _states(spec: RunSpec) -> dict[str, feature_registry.FeatureState]:
-    states, _ = feature_registry.resolve(
+def _resolve_features(spec: RunSpec) -> tuple[dict[str, feature_registry.FeatureState], list[Finding]]:
+    states, findings = feature_registry.resolve(
         framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
         no_default_features=spec.no_default_features, oom_features=spec.oom_features)
-    return {s.name: s for s in states}
+    return {s.name: s for s in states}, findings
+
+
+def _states(spec: RunSpec) -> dict[str, feature_registry.FeatureState]:
+    return _resolve_features(spec)[0]
 
 
 def _data_parallel(spec: RunSpec) -> int:
@@ -162,10 +166,7 @@ def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
 # --- features ----------------------------------------------------------------------------
 
 def check_features(spec: RunSpec, facts: Facts) -> list[Finding]:
-    _, found = feature_registry.resolve(
-        framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
-        no_default_features=spec.no_default_features, oom_features=spec.oom_features)
-    states = _states(spec)
+    states, found = _resolve_features(spec)
     if states["vpp"].on:
         vpp = int(feature_registry.BY_NAME["vpp"].on["vpp_size"])
         if spec.train_pp < 2:  # megatron-core: interleaved schedule needs PP > 1
