@@ -9,7 +9,6 @@ may be numpy reprs (`np.float64(0.25)`) on verl 0.9; SwanLab's `View run at URL`
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Union
@@ -24,7 +23,6 @@ SWANLAB_URL = re.compile(r"View run at\s+(https?://\S+)")
 SWANLAB_LOCAL = re.compile(r"swanlab watch\s+(\S+?)`?(?:\s|$)")
 CKPT_SAVE = re.compile(r"local_global_step_folder:\s*(\S*global_step_(\d+))")
 RESUME = re.compile(r"Setting global step to (\d+)")
-FROM_SCRATCH = re.compile(r"Training from scratch")
 
 
 @dataclass(frozen=True)
@@ -85,6 +83,16 @@ def parse_metrics(step: int, body: str) -> Metrics:
     return Metrics(step, values)
 
 
+# One event per line kind, tried in this order; the first pattern that matches wins.
+LINE_EVENTS = (
+    (METRIC_LINE, lambda m: parse_metrics(int(m.group(1)), m.group(2))),
+    (SWANLAB_URL, lambda m: SwanLabLink(m.group(1).rstrip(".,;)"))),
+    (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)}", local=True)),
+    (CKPT_SAVE, lambda m: CheckpointSaved(int(m.group(2)), m.group(1))),
+    (RESUME, lambda m: Resumed(int(m.group(1)))),
+)
+
+
 def parse_line(line: str) -> list[Event]:
     """Every event one log line carries (a tqdm line may hold several refreshes)."""
     events: list[Event] = []
@@ -101,31 +109,14 @@ def parse_line(line: str) -> list[Event]:
         if progress:
             events.append(progress)
             continue
-        match = METRIC_LINE.search(text)
-        if match:
-            events.append(parse_metrics(int(match.group(1)), match.group(2)))
-            continue
-        match = SWANLAB_URL.search(text)
-        if match:
-            events.append(SwanLabLink(match.group(1).rstrip(".,;)")))
-            continue
-        match = SWANLAB_LOCAL.search(text)
-        if match and "swanlab" in text.lower():
-            events.append(SwanLabLink(f"swanlab watch {match.group(1)}", local=True))
-            continue
-        match = CKPT_SAVE.search(text)
-        if match:
-            events.append(CheckpointSaved(int(match.group(2)), match.group(1)))
-            continue
-        match = RESUME.search(text)
-        if match:
-            events.append(Resumed(int(match.group(1))))
+        for pattern, build in LINE_EVENTS:
+            match = pattern.search(text)
+            if match:
+                events.append(build(match))
+                break
     return events
 
 
 def parse_lines(lines: Iterable[str]) -> list[Event]:
     return [event for line in lines for event in parse_line(line)]
 
-
-def is_finite(value: float) -> bool:
-    return not (math.isnan(value) or math.isinf(value))
