@@ -23,6 +23,13 @@ SWANLAB_URL = re.compile(r"View run at\s+(https?://\S+)")
 SWANLAB_LOCAL = re.compile(r"swanlab watch\s+(\S+?)`?(?:\s|$)")
 CKPT_SAVE = re.compile(r"local_global_step_folder:\s*(\S*global_step_(\d+))")
 RESUME = re.compile(r"Setting global step to (\d+)")
+TOTAL_STEPS = re.compile(r"Total training steps: (\d+)")
+
+# What a line must contain to carry one of these events: a fast scan looks only at such lines.
+EVENT_MARKERS = (
+    r"Training Progress:", r"step:\d+ - ", r"View run at", r"swanlab watch",
+    r"local_global_step_folder:", r"Setting global step to", r"Total training steps:",
+)
 
 
 @dataclass(frozen=True)
@@ -55,7 +62,14 @@ class Resumed:
     step: int
 
 
-Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed]
+@dataclass(frozen=True)
+class TotalSteps:
+    """verl prints `Total training steps: N` once, before the first step."""
+
+    total: int
+
+
+Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps]
 
 
 def clean(line: str) -> list[str]:
@@ -90,31 +104,33 @@ LINE_EVENTS = (
     (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)}", local=True)),
     (CKPT_SAVE, lambda m: CheckpointSaved(int(m.group(2)), m.group(1))),
     (RESUME, lambda m: Resumed(int(m.group(1)))),
+    (TOTAL_STEPS, lambda m: TotalSteps(int(m.group(1)))),
 )
+
+
+def parse_segment(text: str) -> list[Event]:
+    """Events in one cleaned segment of a line (see `clean`)."""
+    progress = None
+    for match in PROGRESS.finditer(text):
+        rate = None
+        if match.group(3):
+            rate_match = RATE.search(match.group(3))
+            if rate_match:
+                value = float(rate_match.group(1))
+                rate = value if rate_match.group(2) == "s/it" else (1 / value if value else None)
+        progress = Progress(int(match.group(1)), int(match.group(2)), rate)
+    if progress:
+        return [progress]
+    for pattern, build in LINE_EVENTS:
+        match = pattern.search(text)
+        if match:
+            return [build(match)]
+    return []
 
 
 def parse_line(line: str) -> list[Event]:
     """Every event one log line carries (a tqdm line may hold several refreshes)."""
-    events: list[Event] = []
-    for text in clean(line):
-        progress = None
-        for match in PROGRESS.finditer(text):
-            rate = None
-            if match.group(3):
-                rate_match = RATE.search(match.group(3))
-                if rate_match:
-                    value = float(rate_match.group(1))
-                    rate = value if rate_match.group(2) == "s/it" else (1 / value if value else None)
-            progress = Progress(int(match.group(1)), int(match.group(2)), rate)
-        if progress:
-            events.append(progress)
-            continue
-        for pattern, build in LINE_EVENTS:
-            match = pattern.search(text)
-            if match:
-                events.append(build(match))
-                break
-    return events
+    return [event for text in clean(line) for event in parse_segment(text)]
 
 
 def parse_lines(lines: Iterable[str]) -> list[Event]:

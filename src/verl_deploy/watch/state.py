@@ -6,7 +6,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, Resumed, SwanLabLink
+from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
 
 MAIN_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput", "timing_s/step")
 HISTORY = 50
@@ -40,6 +40,8 @@ class RunState:
                 self.swanlab_url = event.url
         elif isinstance(event, CheckpointSaved):
             self.last_checkpoint_step = event.step
+        elif isinstance(event, TotalSteps):
+            self.total_steps = self.total_steps or event.total
         elif isinstance(event, Resumed):
             self.resumed_from_step = event.step
             self.step = max(self.step, event.step)

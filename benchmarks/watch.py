@@ -1,0 +1,148 @@
+"""Watcher figures: event latency while following, scan throughput against grep, peak memory.
+
+Targets (issue 5): a failure line appended to a followed log is delivered as an event in
+p50 <= 0.25 s; a whole 1 GiB synthetic verl log is scanned at >= 0.5x the speed of
+`grep -E` with the same patterns (C locale, grep's fastest); peak memory < 150 MB.
+
+Run: python benchmarks/watch.py [--size-mib 1024] [--dir /tmp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from verl_logs import healthy_lines, metric_line, write_big_log  # noqa: E402
+
+from verl_deploy.watch.scan import LogScanner, prefilter_sources  # noqa: E402
+
+VERL = [sys.executable, "-m", "verl_deploy"]
+
+
+def to_ere(source: str) -> str:
+    """A Python/RE2 pattern of the table as POSIX ERE for grep -E (same meaning for these patterns)."""
+    def caseless(text: str) -> str:
+        out, i = [], 0
+        while i < len(text):
+            if text[i] == "\\":
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            char = text[i]
+            out.append(f"[{char.lower()}{char.upper()}]" if char.isalpha() else char)
+            i += 1
+        return "".join(out)
+
+    source = re.sub(r"\(\?i:((?:[^()]|\([^()]*\))*)\)", lambda m: "(" + caseless(m.group(1)) + ")", source)
+    return source.replace("(?:", "(").replace(r"\d", "[0-9]")
+
+
+def grep_seconds(patterns: Path, log: Path, locale: str) -> tuple[float, int]:
+    env = dict(os.environ, LC_ALL=locale)
+    start = time.perf_counter()
+    result = subprocess.run(["grep", "-E", "-c", "-f", str(patterns), str(log)], capture_output=True, text=True, env=env)
+    return time.perf_counter() - start, int(result.stdout.strip() or 0)
+
+
+def diagnose_run(log: Path) -> tuple[float, float, dict]:
+    """Wall seconds, peak MiB and the verdict of `verl-deploy diagnose LOG --json` as its own process."""
+    measure = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
+               "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+               "print(json.dumps({'s': time.perf_counter() - t, 'out': r.stdout, "
+               "'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))")
+    report = json.loads(subprocess.run([sys.executable, "-c", measure, *VERL, "diagnose", str(log), "--json"],
+                                       capture_output=True, text=True).stdout)
+    return report["s"], report["kib"] / 1024, json.loads(report["out"])
+
+
+def throughput(size_mib: int, workdir: Path) -> None:
+    log = workdir / "verl-1g.log"
+    tail = ["(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 3.20 GiB (NPU 5; 60.96 GiB total capacity)"]
+    write_big_log(log, size_mib << 20, tail=tail)
+    mib = log.stat().st_size / (1 << 20)
+    patterns = workdir / "patterns.ere"
+    patterns.write_text("\n".join(to_ere(s) for s in prefilter_sources(LogScanner().table, eager=False)) + "\n")
+    subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL)  # page cache warm for everyone
+
+    runs = 3
+    grep_c = sorted(grep_seconds(patterns, log, "C")[0] for _ in range(runs))
+    grep_utf8 = grep_seconds(patterns, log, "C.UTF-8")[0]
+    ours = [diagnose_run(log) for _ in range(runs)]
+    ours_s = sorted(r[0] for r in ours)
+    peak = max(r[1] for r in ours)
+    verdict = ours[0][2]
+    ratio = statistics.median(grep_c) / statistics.median(ours_s)
+    print(f"log: {mib:.0f} MiB synthetic verl log, {verdict['lines_read']:,} lines, verdict {verdict['class']}")
+    print(f"grep -E (LC_ALL=C)       median {statistics.median(grep_c):6.2f} s  {mib / statistics.median(grep_c):6.0f} MiB/s")
+    print(f"grep -E (LC_ALL=C.UTF-8) once   {grep_utf8:6.2f} s  {mib / grep_utf8:6.0f} MiB/s")
+    print(f"verl-deploy diagnose     median {statistics.median(ours_s):6.2f} s  {mib / statistics.median(ours_s):6.0f} MiB/s"
+          f"  (whole process, {runs} runs)")
+    print(f"throughput vs grep (C locale): {ratio:.2f}x   target >= 0.5x   {'ok' if ratio >= 0.5 else 'UNDER TARGET'}")
+    print(f"peak memory: {peak:.0f} MiB   target < 150 MB   {'ok' if peak * 1.048576 < 150 else 'OVER TARGET'}")
+    log.unlink()
+
+
+def latency(workdir: Path) -> None:
+    """Append lines to a followed log; time until `diagnose --follow --json` prints their event."""
+    from verl_deploy.watch.signatures import load_table
+
+    log = workdir / "live.log"
+    log.write_text("\n".join(healthy_lines(2, 100)) + "\n")
+    process = subprocess.Popen([*VERL, "diagnose", str(log), "--follow", "--json"], stdout=subprocess.PIPE, text=True)
+    json.loads(process.stdout.readline())  # "following": caught up
+    fixtures = ROOT / "tests" / "fixtures" / "failures"
+    table = load_table()
+    failure_lines, seen = [], set()
+    for path in sorted(fixtures.glob("S-*.log")):
+        for line in path.read_text().splitlines():
+            found = table.failures_in(line)
+            key = tuple((c.id, c.signatures.index(s)) for c, s in found)
+            if found and key not in seen and all(s.min_count == 1 for _, s in found):
+                seen.add(key)
+                failure_lines.append(line)
+                break
+    failure_delays, metric_delays = [], []
+    with open(log, "a", buffering=1) as handle:
+        for step, line in enumerate(failure_lines, start=3):
+            for text, kind, delays in ((metric_line(step), "metrics", metric_delays), (line, "failure", failure_delays)):
+                time.sleep(0.05)
+                written = time.perf_counter()
+                handle.write(text + "\n")
+                while True:
+                    record = json.loads(process.stdout.readline())
+                    if record["event"] == kind:
+                        delays.append(time.perf_counter() - written)
+                        break
+    process.terminate()
+    process.wait()
+    for kind, delays in (("failure", failure_delays), ("metrics", metric_delays)):
+        delays.sort()
+        p50, p90 = statistics.median(delays), delays[int(0.9 * (len(delays) - 1))]
+        note = f"target p50 <= 0.25 s   {'ok' if p50 <= 0.25 else 'OVER TARGET'}" if kind == "failure" else ""
+        print(f"{kind} event latency: p50 {p50 * 1000:.0f} ms  p90 {p90 * 1000:.0f} ms  max {delays[-1] * 1000:.0f} ms"
+              f"  ({len(delays)} lines)  {note}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="verl-deploy-watch-") as tmp:
+        latency(Path(tmp))
+        throughput(args.size_mib, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

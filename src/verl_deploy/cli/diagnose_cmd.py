@@ -1,0 +1,167 @@
+"""`verl-deploy diagnose LOGFILE`: what a verl log says — progress, metrics, link, and why it failed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from verl_deploy.cli import app
+
+EPILOG = """\
+Examples:
+
+  verl-deploy diagnose train.log                 # the verdict: class, phase, cause, fix, lines, progress
+
+  verl-deploy diagnose train.log --json          # the same as one JSON object ("class" is null when healthy)
+
+  verl-deploy diagnose train.log --follow        # keep reading; print events as they come (Ctrl-C to stop)
+
+  ray job logs raysubmit_XYZ | verl-deploy diagnose -
+
+Exit status: 0 when no failure is found (warnings allowed), 1 when the log shows a failure,
+2 when the log cannot be read.
+"""
+
+
+def _emit_line(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def _print_diagnosis(result, source: str) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from verl_deploy.cli.output import console
+    from verl_deploy.watch.describe import describe
+    from verl_deploy.watch.events import Metrics
+
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row("log", f"{escape(source)} · {result.lines_read:,} lines")
+    if result.total_steps:
+        grid.add_row("progress", f"step {result.step}/{result.total_steps} ({100 * result.step / result.total_steps:.0f}%)")
+    elif result.step:
+        grid.add_row("progress", f"step {result.step}")
+    if result.metrics:
+        grid.add_row("metrics", escape(describe(Metrics(result.step, result.metrics)).split(": ", 1)[1]))
+    if result.last_checkpoint_step is not None:
+        grid.add_row("checkpoint", f"step {result.last_checkpoint_step}")
+    if result.swanlab_url:
+        grid.add_row("SwanLab", escape(result.swanlab_url))
+    if result.class_id is None:
+        grid.add_row("verdict", "[green]no failure found[/]")
+        console().print(grid)
+        return
+    style = "bold red" if result.severity == "fatal" else "yellow"
+    phase = f" during {result.phase_label}" if result.phase_label else ""
+    retry = {True: "an automatic retry makes sense", False: "do not retry as is", None: ""}[result.retryable]
+    grid.add_row("verdict", f"[{style}]{result.class_id}[/]: {escape(result.title)}{escape(phase)}"
+                 + (f" [dim]({retry})[/]" if retry else ""))
+    grid.add_row("cause", escape(result.cause))
+    grid.add_row("fix", escape(result.fix))
+    for index, hit in enumerate(result.lines):
+        grid.add_row("lines" if index == 0 else "", f"[dim]{hit.line}:[/] {escape(hit.text)}")
+    if result.secondary:
+        grid.add_row("also seen", f"{', '.join(result.secondary)} [dim](usually symptoms of the above)[/]")
+    console().print(grid)
+
+
+@app.command("diagnose", epilog=EPILOG)
+def diagnose_command(
+    logfile: str = typer.Argument(..., metavar="LOGFILE", help="A verl log file, or - for standard input."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON object (with --follow: one per event, then the verdict)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep reading as the log grows and print events as they come."),
+    idle_exit: float = typer.Option(None, "--idle-exit", metavar="SECONDS",
+                                    help="With --follow: stop after this long without a new byte."),
+    stall_minutes: float = typer.Option(10.0, "--stall-minutes", min=0.1,
+                                        help="With --follow: report a stall after max(this, 5 x median step time) without a new step."),
+) -> None:
+    """Read a verl log and say what happened: progress, metrics, SwanLab link, and the root cause of a failure with its fix."""
+    from verl_deploy.cli.output import print_json
+    from verl_deploy.findings import error
+    from verl_deploy.watch.describe import as_record, describe
+    from verl_deploy.watch.diagnosis import diagnose
+    from verl_deploy.watch.events import Metrics, Progress
+    from verl_deploy.watch.follow import LogFollower, StreamReader
+    from verl_deploy.watch.reader import follow as follow_reader
+    from verl_deploy.watch.reader import scan_to_end
+    from verl_deploy.watch.scan import LogScanner
+
+    if logfile == "-":
+        reader, source = StreamReader(sys.stdin.buffer), "<stdin>"
+    else:
+        path = Path(logfile).expanduser()
+        problem = None
+        if not path.exists() and not follow:
+            problem = f"{path} does not exist"
+        elif path.is_dir():
+            problem = f"{path} is a directory"
+        if problem:
+            from verl_deploy.cli.output import print_findings
+
+            print_findings([error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input")])
+            raise typer.Exit(code=2)
+        reader, source = LogFollower(path), str(path)
+
+    live = {"on": False, "printed_step": -1}
+
+    def on_event(event) -> None:
+        if not live["on"]:
+            return
+        if json_output:
+            _emit_line(json.dumps(as_record(event), default=str))
+            return
+        step = getattr(event, "step", None)
+        if isinstance(event, (Metrics, Progress)):
+            if isinstance(event, Progress) and step <= live["printed_step"]:
+                return  # the metrics line of this step was already printed
+            live["printed_step"] = max(live["printed_step"], step)
+        _emit_line(describe(event, scanner.state.total_steps))
+
+    scanner = LogScanner(eager=follow, on_event=on_event)
+    try:
+        if follow:
+            if isinstance(reader, LogFollower):
+                scan_to_end_of_now(reader, scanner)
+            state = scanner.state
+            if json_output:
+                _emit_line(json.dumps({"event": "following", "source": source, "lines": scanner.lines,
+                                       "step": state.step, "total_steps": state.total_steps}))
+            else:
+                where = f"step {state.step}/{state.total_steps}" if state.total_steps else f"step {state.step}"
+                _emit_line(f"following {source} ({scanner.lines:,} lines so far, {where}); Ctrl-C to stop")
+            live["on"] = True
+            follow_reader(reader, scanner, idle_exit=idle_exit, stall_seconds=stall_minutes * 60)
+        else:
+            scan_to_end(reader, scanner)
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        from verl_deploy.cli.output import print_findings
+
+        print_findings([error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}", "check the path and permissions")])
+        raise typer.Exit(code=2)
+
+    result = diagnose(scanner)
+    if json_output:
+        if follow:
+            _emit_line(json.dumps({"event": "diagnosis", **result.as_dict()}, default=str))
+        else:
+            print_json(result.as_dict())
+    else:
+        _print_diagnosis(result, source)
+    raise typer.Exit(code=1 if result.failed else 0)
+
+
+def scan_to_end_of_now(reader, scanner) -> None:
+    """Catch up with what is already written, without printing it as live events."""
+    while True:
+        block = reader.read_block()
+        if not block:
+            return
+        scanner.feed(block)

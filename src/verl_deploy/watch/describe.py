@@ -1,0 +1,73 @@
+"""Events as one line of text for people and as one JSON object for programs.
+
+Shared by `verl-deploy diagnose --follow` and the launcher's supervision, so both speak the
+same way about a run.
+"""
+
+from __future__ import annotations
+
+from verl_deploy.watch.events import CheckpointSaved, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
+from verl_deploy.watch.scan import FailureSeen, Stalled
+
+SHOWN_METRICS = (
+    ("critic/score/mean", "score"),
+    ("response_length/mean", "response len"),
+    ("actor/pg_loss", "pg_loss"),
+    ("actor/grad_norm", "grad_norm"),
+    ("perf/throughput", "tok/s/dev"),
+    ("timing_s/step", "step s"),
+)
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def number(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if value == int(value) and abs(value) < 1e9:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def describe(event: object, total_steps: int | None = None) -> str:
+    if isinstance(event, Progress):
+        rate = f" · {event.seconds_per_step:.1f} s/step" if event.seconds_per_step else ""
+        return f"step {event.step}/{event.total}{rate}"
+    if isinstance(event, Metrics):
+        shown = [f"{label} {number(event.values[key])}" for key, label in SHOWN_METRICS if key in event.values]
+        where = f"step {event.step}/{total_steps}" if total_steps else f"step {event.step}"
+        return f"{where}: " + (" · ".join(shown) if shown else f"{len(event.values)} metrics")
+    if isinstance(event, SwanLabLink):
+        return f"SwanLab: {event.url}"
+    if isinstance(event, CheckpointSaved):
+        return f"checkpoint saved at step {event.step}: {event.path}"
+    if isinstance(event, Resumed):
+        return f"resumed from step {event.step}"
+    if isinstance(event, TotalSteps):
+        return f"{event.total} training steps in total"
+    if isinstance(event, FailureSeen):
+        kind = "warning" if event.severity == "warning" else "failure"
+        return f"{kind} {event.class_id} at line {event.line}: {event.text}"
+    if isinstance(event, Stalled):
+        return f"stalled: no new step for {duration(event.seconds)} (at step {event.step})"
+    return str(event)
+
+
+def as_record(event: object) -> dict:
+    """One JSON-able object per event: {"event": kind, ...fields}."""
+    kinds = {Progress: "progress", Metrics: "metrics", SwanLabLink: "swanlab", CheckpointSaved: "checkpoint",
+             Resumed: "resumed", TotalSteps: "total_steps", FailureSeen: "failure", Stalled: "stalled"}
+    record = {"event": kinds.get(type(event), type(event).__name__)}
+    record.update({key: value for key, value in vars(event).items()})
+    if isinstance(event, Metrics):
+        record["values"] = {k: (v if v == v and abs(v) != float("inf") else str(v)) for k, v in event.values.items()}
+    return record

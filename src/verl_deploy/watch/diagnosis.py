@@ -1,0 +1,146 @@
+"""From what a scan saw to one verdict: the root-cause class, its phase, cause, fix and retry.
+
+Precedence is the order of classes in signatures.yaml: a collective timeout on one rank is
+usually the symptom of an OOM on another, and a Ray `ActorDiedError` the symptom of almost
+anything, so the first class in that order wins and the others are listed as secondary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from verl_deploy.watch.scan import Hit, LogScanner, PhaseMark, SignatureHits
+
+LINES_SHOWN = 8
+
+SIZE = r"([\d.]+)\s*([KMGTPE]i?B)"
+TRIED = re.compile(r"Tried to allocate " + SIZE)
+TOTAL = re.compile(r"total capacity of " + SIZE + r"|" + SIZE + r" total capacity")
+FREE = re.compile(r"of which " + SIZE + r" is free|" + SIZE + r" free")
+RESERVED = re.compile(SIZE + r" reserved in total by PyTorch|allocated memory " + SIZE + r" is allocated by PyTorch")
+UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50, "E": 2**60}
+
+
+@dataclass
+class Diagnosis:
+    class_id: str | None = None
+    title: str | None = None
+    severity: str | None = None
+    phase: str | None = None
+    phase_label: str | None = None
+    cause: str | None = None
+    fix: str | None = None
+    retryable: bool | None = None
+    lines: list[Hit] = field(default_factory=list)
+    secondary: list[str] = field(default_factory=list)
+    step: int = 0
+    total_steps: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    swanlab_url: str | None = None
+    last_checkpoint_step: int | None = None
+    lines_read: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.severity == "fatal"
+
+    def as_dict(self) -> dict:
+        return {
+            "class": self.class_id,
+            "title": self.title,
+            "severity": self.severity,
+            "phase": self.phase,
+            "cause": self.cause,
+            "fix": self.fix,
+            "retryable": self.retryable,
+            "lines": [{"line": hit.line, "text": hit.text} for hit in self.lines],
+            "secondary": self.secondary,
+            "step": self.step,
+            "total_steps": self.total_steps,
+            "metrics": {key: _json_number(value) for key, value in self.metrics.items()},
+            "swanlab_url": self.swanlab_url,
+            "last_checkpoint_step": self.last_checkpoint_step,
+            "lines_read": self.lines_read,
+        }
+
+
+def _json_number(value: float) -> float | str:
+    """JSON has no NaN/Infinity; say them as strings rather than emit invalid JSON."""
+    return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+
+
+def _bytes(match: re.Match | None) -> float | None:
+    if not match:
+        return None
+    groups = [g for g in match.groups() if g is not None]
+    number, unit = float(groups[0]), groups[1]
+    return number * UNIT.get(unit[0], 1)
+
+
+def oom_guard(lines: list[Hit]) -> tuple[bool | None, str]:
+    """Device OOMs that another offload step will not fix (failures.md, device_oom guards)."""
+    for hit in lines:
+        tried, total = _bytes(TRIED.search(hit.text)), _bytes(TOTAL.search(hit.text))
+        free, reserved = _bytes(FREE.search(hit.text)), _bytes(RESERVED.search(hit.text))
+        if tried and total and tried > total:
+            return False, "The requested size is larger than the whole device: a corrupted size, not a real OOM — do not retry."
+        if total and free is not None and reserved is not None and free < 0.05 * total and reserved < 0.5 * total:
+            return False, (
+                "This process holds little of the card yet almost nothing is free: another process is using the "
+                "device (a stale run or a second job). Clear it (npu-smi info / nvidia-smi) instead of offloading.")
+    return None, ""
+
+
+GUARDS = {"device_oom": oom_guard}
+
+
+def _phase(marks: list[PhaseMark], root: int) -> str | None:
+    if not marks:
+        return None
+    wrappers = [m for m in marks if m.wrapper]
+    pool = wrappers or marks
+    return min(pool, key=lambda m: (abs(m.line - root), -m.line)).phase
+
+
+def diagnose(scanner: LogScanner) -> Diagnosis:
+    state = scanner.finish()
+    result = Diagnosis(step=state.step, total_steps=state.total_steps, metrics=dict(state.metrics),
+                       swanlab_url=state.swanlab_url, last_checkpoint_step=state.last_checkpoint_step,
+                       lines_read=scanner.lines)
+    counted: dict[str, list[SignatureHits]] = {}
+    for entry in scanner.signature_hits.values():
+        if entry.counted:
+            counted.setdefault(entry.failure.id, []).append(entry)
+    if not counted:
+        return result
+
+    def severity(class_id: str) -> str:
+        return "fatal" if any(e.signature.severity == "fatal" for e in counted[class_id]) else "warning"
+
+    order = [c.id for c in scanner.table.classes if c.id in counted]
+    fatal = [c for c in order if severity(c) == "fatal"]
+    chosen = (fatal or order)[0]
+    failure = scanner.table.failure_class(chosen)
+    entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
+    hits = sorted((hit for e in entries for hit in e.hits), key=lambda h: h.line)
+    root = hits[0].line
+
+    retry_overrides = [e.signature.retryable for e in entries if e.signature.retryable is not None]
+    retryable = False if False in retry_overrides else (True if retry_overrides else failure.retryable)
+    notes = [e.signature.note for e in entries if e.signature.note]
+    guard = GUARDS.get(chosen)
+    if guard:
+        guarded, note = guard(hits)
+        if guarded is not None:
+            retryable = guarded
+            notes.append(note)
+
+    phase = _phase(scanner.marks_near.get(chosen, []), root) or failure.default_phase
+    result.class_id, result.title, result.severity = chosen, failure.title, severity(chosen)
+    result.phase, result.phase_label = phase, scanner.table.phase_label(phase)
+    result.cause = " ".join([failure.cause, *dict.fromkeys(notes)])
+    result.fix, result.retryable = failure.fix, retryable
+    result.lines = hits[:LINES_SHOWN]
+    result.secondary = [c for c in order if c != chosen]
+    return result

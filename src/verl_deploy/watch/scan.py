@@ -1,0 +1,225 @@
+"""Scan log bytes into run state, failure hits and phase marks, fast.
+
+A verl log is mostly lines nothing cares about (vLLM INFO, worker warnings). One combined
+pattern (RE2, a linear-time automaton; Python's `re` when RE2 is missing) finds the few
+lines that can carry an event, a failure or a phase; only those are decoded and looked at
+closely. Line numbers are counted with `bytes.count`, so nothing is split into lines that
+is not needed.
+
+Two modes. `eager` (following a live log) turns every progress and metric line into an
+event as it comes. Otherwise (reading a finished log once) those two kinds, one or two per
+step, are not searched line by line: only the last progress bar and the last metric lines of
+each block are kept and parsed at the end, which is all the final state needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from verl_deploy.watch.events import (ANSI, EVENT_MARKERS, METRIC_LINE, Metrics, Progress, clean, parse_line,
+                                      parse_segment)
+from verl_deploy.watch.signatures import (FailureClass, Signature, SignatureTable, alternation, fast_compile,
+                                          load_table)
+from verl_deploy.watch.state import HISTORY, RunState
+
+PER_STEP_MARKERS = (r"Training Progress:", r"step:\d+ - ")  # in EVENT_MARKERS; left to the tail pass when not eager
+MAX_LINE_TEXT = 2000  # characters kept of one matching line
+HITS_KEPT = 10  # lines kept per signature
+PHASE_WINDOW = 150  # lines either side of a failure where the phase is looked for
+
+
+@dataclass(frozen=True)
+class FailureSeen:
+    """A failure signature matched (and reached its min_count) on this line."""
+
+    class_id: str
+    line: int
+    text: str
+    severity: str
+
+
+@dataclass(frozen=True)
+class Stalled:
+    step: int
+    seconds: float
+
+
+@dataclass
+class Hit:
+    line: int
+    text: str
+
+
+@dataclass
+class SignatureHits:
+    failure: FailureClass
+    signature: Signature
+    count: int = 0
+    hits: list[Hit] = field(default_factory=list)
+
+    @property
+    def counted(self) -> bool:
+        return self.count >= self.signature.min_count
+
+
+@dataclass
+class PhaseMark:
+    line: int
+    phase: str
+    wrapper: bool  # named by a Ray wrapper (`ray::WorkerDict.<method>`): the surest phase
+
+
+def prefilter_sources(table: SignatureTable, *, eager: bool) -> list[str]:
+    """What a line must contain to be looked at closely (anchors dropped: lines still carry Ray prefixes)."""
+    markers = [m for m in EVENT_MARKERS if eager or m not in PER_STEP_MARKERS]
+    return [source.lstrip("^") for source in table.pattern_sources()] + markers
+
+
+def _last_lines(block: bytes, marker: bytes, accept: Callable[[str], bool], limit: int) -> list[str]:
+    """The last `limit` lines of `block` that contain `marker` and pass `accept`, oldest first."""
+    found: list[str] = []
+    end = len(block)
+    while len(found) < limit:
+        at = block.rfind(marker, 0, end)
+        if at < 0:
+            break
+        start = block.rfind(b"\n", 0, at) + 1
+        stop = block.find(b"\n", at)
+        line = block[start:stop if stop >= 0 else len(block)].decode("utf-8", errors="replace")
+        if accept(line):
+            found.append(line)
+        end = start
+    return found[::-1]
+
+
+class LogScanner:
+    """Feed it blocks of complete lines; it keeps the run state and what went wrong where."""
+
+    def __init__(self, table: SignatureTable | None = None, *, eager: bool = True,
+                 on_event: Callable[[object], None] | None = None, clock: Callable[[], float] = time.monotonic):
+        self.table = table or load_table()
+        self.eager = eager
+        self.prefilter = fast_compile(alternation(prefilter_sources(self.table, eager=eager)).encode())
+        self.state = RunState()
+        self._last_progress: str | None = None
+        self._last_metric_lines: deque[str] = deque(maxlen=HISTORY)
+        self.lines = 0
+        self.signature_hits: dict[tuple[str, int], SignatureHits] = {}
+        self.first_hit_line: dict[str, int] = {}
+        self.recent_marks: deque[PhaseMark] = deque(maxlen=400)
+        self.marks_near: dict[str, list[PhaseMark]] = {}
+        self.on_event = on_event or (lambda event: None)
+        self.clock = clock
+        self.last_step_at = clock()
+        self._stall_reported_for: int | None = None
+
+    # -- input ---------------------------------------------------------------------------------
+
+    def feed(self, block: bytes) -> None:
+        """A block of complete lines (the last may lack its newline only at end of input)."""
+        search = self.prefilter.search
+        pos, counted_to, lines_before = 0, 0, 0
+        size = len(block)
+        while pos < size:
+            match = search(block, pos)
+            if match is None:
+                break
+            start = block.rfind(b"\n", 0, match.start()) + 1
+            end = block.find(b"\n", match.end())
+            if end < 0:
+                end = size
+            lines_before += block.count(b"\n", counted_to, start)
+            counted_to = start
+            self._line(self.lines + lines_before + 1, block[start:end])
+            pos = end + 1
+        self.lines += block.count(b"\n")
+        if block and not block.endswith(b"\n"):
+            self.lines += 1
+        if not self.eager:
+            self._keep_tail(block)
+
+    def _keep_tail(self, block: bytes) -> None:
+        progress = _last_lines(block, b"Training Progress:", lambda line: True, 1)
+        if progress:
+            self._last_progress = progress[0]
+        self._last_metric_lines.extend(
+            _last_lines(block, b"step:", lambda line: bool(METRIC_LINE.search(line)), HISTORY))
+
+    def finish(self) -> RunState:
+        """After the last block: parse what the tail pass kept (no-op when eager)."""
+        for line in [*self._last_metric_lines, *([self._last_progress] if self._last_progress else [])]:
+            for event in parse_line(line):
+                self.state.apply(event)
+        self._last_metric_lines.clear()
+        self._last_progress = None
+        return self.state
+
+    def feed_lines(self, lines: list[str]) -> None:
+        if lines:
+            self.feed(("\n".join(lines) + "\n").encode("utf-8", errors="replace"))
+
+    def peek_partial(self, partial: bytes) -> None:
+        """tqdm redraws its bar with \\r and no newline: read the bar from the unfinished line."""
+        if b"Training Progress" not in partial:
+            return
+        for segment in clean(partial.decode("utf-8", errors="replace"))[-2:]:
+            for event in parse_segment(segment):
+                if isinstance(event, Progress) and event.step > self.state.step:
+                    self.state.apply(event)
+                    self.last_step_at = self.clock()
+                    self.on_event(event)
+
+    # -- one interesting line ------------------------------------------------------------------
+
+    def _line(self, number: int, raw: bytes) -> None:
+        text = raw.decode("utf-8", errors="replace")
+        if not METRIC_LINE.search(text):  # metric keys such as timing_s/update_actor are not phases
+            phase = self.table.phase_in(ANSI.sub("", text))
+            if phase:
+                self._mark(PhaseMark(number, phase.id, "ray::" in text))
+        for segment in clean(text):
+            step_before = self.state.step
+            for event in parse_segment(segment):
+                if self.eager or not isinstance(event, (Progress, Metrics)):  # else: the tail pass has them
+                    self.state.apply(event)
+                    self.on_event(event)
+            if self.state.step > step_before:
+                self.last_step_at = self.clock()
+            for failure, signature in self.table.failures_in(segment):
+                self._hit(number, segment, failure, signature)
+
+
+    def _hit(self, number: int, text: str, failure: FailureClass, signature: Signature) -> None:
+        key = (failure.id, failure.signatures.index(signature))
+        entry = self.signature_hits.setdefault(key, SignatureHits(failure, signature))
+        entry.count += 1
+        if len(entry.hits) < HITS_KEPT:
+            entry.hits.append(Hit(number, text[:MAX_LINE_TEXT]))
+        if failure.id not in self.first_hit_line:
+            self.first_hit_line[failure.id] = number
+            self.marks_near[failure.id] = [m for m in self.recent_marks if m.line >= number - PHASE_WINDOW]
+        if entry.count == signature.min_count:  # once per signature, when it starts to count
+            self.on_event(FailureSeen(failure.id, number, text[:MAX_LINE_TEXT], signature.severity))
+
+    def _mark(self, mark: PhaseMark) -> None:
+        self.recent_marks.append(mark)
+        for class_id, first in self.first_hit_line.items():
+            if mark.line <= first + PHASE_WINDOW:
+                self.marks_near[class_id].append(mark)
+
+    # -- time ----------------------------------------------------------------------------------
+
+    def check_stall(self, *, min_seconds: float = 600, factor: float = 5) -> Stalled | None:
+        """No new step for max(min_seconds, factor x median step time): reported once per stall."""
+        median = self.state.median_step_seconds or 0
+        limit = max(min_seconds, factor * median)
+        waited = self.clock() - self.last_step_at
+        if waited < limit or self._stall_reported_for == self.state.step:
+            return None
+        self._stall_reported_for = self.state.step
+        stalled = Stalled(self.state.step, waited)
+        self.on_event(stalled)
+        return stalled

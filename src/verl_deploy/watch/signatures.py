@@ -1,0 +1,144 @@
+"""The failure-signature table: loads signatures.yaml once and compiles it.
+
+The table is data (signatures.yaml) so a new failure kind is a few lines of YAML, not code.
+This module only turns it into compiled patterns and answers two questions about a line:
+which failure classes it shows, and which training phase it names.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import yaml
+
+try:  # RE2: a linear-time automaton, so one search for ~170 alternatives stays fast on long lines.
+    import re2 as _re2
+except ImportError:  # pragma: no cover - google-re2 is a dependency; `re` gives the same answers, slower
+    _re2 = None
+
+
+def fast_compile(source: str | bytes):
+    """An alternation of many patterns compiled with RE2 when present, else with `re`."""
+    if _re2 is None:
+        return re.compile(source)
+    options = _re2.Options()
+    options.max_mem = 64 << 20
+    return _re2.compile(source, options)
+
+
+@dataclass(frozen=True)
+class Signature:
+    pattern: re.Pattern
+    severity: str = "fatal"  # or "warning": the run may go on
+    min_count: int = 1
+    retryable: bool | None = None  # None: the class decides
+    note: str = ""
+    unless: re.Pattern | None = None
+
+    def matches(self, text: str) -> bool:
+        return bool(self.pattern.search(text)) and not (self.unless and self.unless.search(text))
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    id: str
+    title: str
+    cause: str
+    fix: str
+    retryable: bool
+    default_phase: str | None
+    signatures: tuple[Signature, ...]
+
+
+@dataclass(frozen=True)
+class Phase:
+    id: str
+    label: str
+    pattern: re.Pattern
+
+
+@dataclass(frozen=True)
+class SignatureTable:
+    classes: tuple[FailureClass, ...]  # precedence order
+    phases: tuple[Phase, ...]
+    benign: re.Pattern
+    phase_context: re.Pattern
+    any_failure: object  # one compiled alternation (RE2 or re), to reject most lines with one search
+
+    def failure_class(self, class_id: str) -> FailureClass:
+        return next(c for c in self.classes if c.id == class_id)
+
+    def failures_in(self, text: str) -> list[tuple[FailureClass, Signature]]:
+        """Each class this line shows, with the first of its signatures that matched."""
+        if not self.any_failure.search(text) or self.benign.search(text):
+            return []
+        found = []
+        for failure in self.classes:
+            for signature in failure.signatures:
+                if signature.matches(text):
+                    found.append((failure, signature))
+                    break
+        return found
+
+    def phase_in(self, text: str) -> Phase | None:
+        """The phase a raw line (Ray prefix included) names, if it is an error-context line."""
+        if not self.phase_context.search(text):
+            return None
+        for phase in self.phases:
+            if phase.pattern.search(text):
+                return phase
+        return None
+
+    def phase_label(self, phase_id: str | None) -> str | None:
+        return next((p.label for p in self.phases if p.id == phase_id), None)
+
+    def pattern_sources(self) -> list[str]:
+        """Every failure and phase regex: what a line must contain to be looked at closely."""
+        sources = [s.pattern.pattern for c in self.classes for s in c.signatures]
+        return sources + [p.pattern.pattern for p in self.phases]
+
+
+def alternation(sources: list[str]) -> str:
+    return "|".join(f"(?:{source})" for source in sources)
+
+
+def _signature(raw: dict) -> Signature:
+    return Signature(
+        pattern=re.compile(raw["match"]),
+        severity=raw.get("severity", "fatal"),
+        min_count=int(raw.get("min_count", 1)),
+        retryable=raw.get("retryable"),
+        note=raw.get("note", ""),
+        unless=re.compile(raw["unless"]) if raw.get("unless") else None,
+    )
+
+
+def build_table(data: dict) -> SignatureTable:
+    classes = tuple(
+        FailureClass(
+            id=raw["id"], title=raw["title"], cause=raw["cause"], fix=raw["fix"],
+            retryable=bool(raw["retryable"]), default_phase=raw.get("phase"),
+            signatures=tuple(_signature(s) for s in raw["signatures"]),
+        )
+        for raw in data["classes"]
+    )
+    phases = tuple(
+        Phase(raw["id"], raw["label"], re.compile(alternation(raw["markers"]))) for raw in data["phases"]
+    )
+    failure_sources = [s.pattern.pattern for c in classes for s in c.signatures]
+    return SignatureTable(
+        classes=classes,
+        phases=phases,
+        benign=re.compile(alternation(data["benign"])),
+        phase_context=re.compile(data["phase_context"]),
+        any_failure=fast_compile(alternation(failure_sources)),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_table() -> SignatureTable:
+    text = resources.files("verl_deploy.watch").joinpath("signatures.yaml").read_text(encoding="utf-8")
+    return build_table(yaml.safe_load(text))
