@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 # verl's wheels are fetched once per machine into this cache (real configs, no verl code run).
 os.environ.setdefault("VERL_DEPLOY_CACHE_DIR", str(ROOT / ".pytest_cache" / "verl-deploy"))
+# Facts a developer's own `verl-deploy check` saved must not leak into the tests' plans.
+os.environ["VERL_DEPLOY_STATE_DIR"] = tempfile.mkdtemp(prefix="verl-deploy-state-")
 for name in list(os.environ):
     if name in {"FRAMEWORK", "MODEL_PATH", "TRAIN_FILE", "VAL_FILE", "TEST_FILE", "TRAIN_STEPS", "TRAINER_GPUS",
                 "ROLLOUT_GPUS", "USER_FEATURES", "MAX_OOM_RETRIES", "MAX_RESPONSE_LENGTH", "ENABLE_OFFLOAD",

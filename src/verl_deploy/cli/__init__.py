@@ -21,7 +21,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-from verl_deploy.cli import diagnose_cmd, features_cmd, generate_cmd, plan_cmd  # noqa: E402,F401  (registers commands)
+from verl_deploy.cli import check_cmd, diagnose_cmd, features_cmd, generate_cmd, plan_cmd  # noqa: E402,F401  (registers commands)
 
 
 def main() -> None:

@@ -105,6 +105,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                            "(repeatable; checked against verl's config).", rich_help_panel="Input")),
     ("strict", Optional[bool], _opt("--strict", help="Missing paths and unchecked overrides are errors.",
                                     is_flag=True, rich_help_panel="Input")),
+    ("ignore_detected", Optional[bool], _opt("--ignore-detected", help="Do not start from the values `verl-deploy "
+                                             "check` found on this host.", is_flag=True, rich_help_panel="Input")),
 ]
 SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
 
@@ -130,7 +132,7 @@ def spec_options(func: Callable) -> Callable:
 def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The `flags` layer for sources.resolve, and the --config path."""
     flags: dict[str, Any] = {}
-    for name in SPEC_OPTION_NAMES - {"config", "override"}:
+    for name in SPEC_OPTION_NAMES - {"config", "override", "ignore_detected"}:
         value = options.get(name)
         if value is None or value is False:
             continue

@@ -1,7 +1,7 @@
 """verl 0.7.1 and 0.8.x: reward keys under `reward.*`, one-step-off in verl.experimental,
 DAPO from the verl-recipe repository checked out as the verl tree's `recipe/` submodule."""
 
-from verl_deploy.profiles.base import (BASE_CONFIGS, Key, Profile, dapo_config_names, filter_groups_overlay,
+from verl_deploy.profiles.base import (BASE_CONFIGS, Profile, dapo_config_names, filter_groups_overlay,
                                        keys, one_step_off_overlay)
 
 

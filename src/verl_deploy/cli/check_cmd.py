@@ -1,0 +1,100 @@
+"""`verl-deploy check`: can this host (and container) run the training — and if not, why."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, List, Optional
+
+import typer
+
+from verl_deploy.cli import app
+from verl_deploy.cli.options import spec_options
+
+EPILOG = """\
+Examples:
+
+  verl-deploy check                                   # probe this host; values found fill in plan/generate
+
+  verl-deploy check --container verl-npu              # probe inside the container the run will use
+
+  verl-deploy check --search-root /data/models --json | jq .accelerators
+
+  verl-deploy check --model-path /mnt/public/Qwen3-8B --devices 0-3 --verbose
+
+What is probed: NPUs (npu-smi) or GPUs (nvidia-smi) with health, memory and processes; CANN,
+NNAL, driver and Python package versions; Docker, its verl containers and images; model
+directories and parquet datasets (found under /mnt/public, /mnt2, /mnt/project and read);
+network interfaces; a running Ray and its ports; free disk for checkpoints; SwanLab.
+
+Values you did not set (device kind, device ids, interface, model and data paths, verl
+version) are filled from what was found and saved for `plan` and `generate` on this host.
+
+Exit status: 0 when nothing blocks the run (warnings allowed), 1 otherwise.
+"""
+
+STATUS_STYLE = {"ok": "green", "info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+def _show(result, verbose: bool, saved_to: str | None) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from verl_deploy.cli.output import console
+
+    out = console()
+    for area in result.areas.values():
+        title = f"[bold]{area.title}[/]" + (f" [dim]{area.seconds:.2f} s[/]" if verbose else "")
+        table = Table.grid(padding=(0, 1))
+        table.add_column(no_wrap=True)
+        table.add_column(no_wrap=True, style="bold")
+        table.add_column(overflow="fold")
+        for row in area.rows:
+            value = escape(row.value) + (f"\n[dim]fix: {escape(row.fix)}[/]" if row.fix and row.status != "ok" else "")
+            table.add_row(f"[{STATUS_STYLE[row.status]}]{row.status:<7}[/]", escape(row.check), value)
+        out.print(title)
+        out.print(table)
+        out.print()
+    if result.detected:
+        shown = ", ".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v}" for k, v in result.detected.items())
+        out.print(f"[bold]detected[/] {escape(shown)}" + (f" [dim](saved for plan/generate: {escape(saved_to)})[/]"
+                                                          if saved_to else ""))
+    style = "bold green" if result.ok else "bold red"
+    out.print(f"[{style}]{escape(result.verdict())}[/]")
+
+
+@app.command("check", epilog=EPILOG)
+@spec_options
+def check_command(
+    json_output: bool = typer.Option(False, "--json", help="Print everything found as JSON (also when there are errors)."),
+    search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR",
+                                                    help="Where to look for models and datasets (repeatable; "
+                                                         "default /mnt/public, /mnt2, /mnt/project)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show how long each probe took."),
+    probe_timeout: float = typer.Option(10.0, "--probe-timeout", min=0.5, metavar="SECONDS",
+                                        help="Give up on a command (npu-smi, docker, ray) after this long."),
+    save: bool = typer.Option(True, "--save/--no-save", help="Save detected values for plan/generate on this host."),
+    **options: Any,
+) -> None:
+    """Probe the host (or the run's container) and say whether the training can run here."""
+    from verl_deploy.cli.options import flags_from
+    from verl_deploy.cli.output import fail, print_json
+    from verl_deploy.findings import UserError
+    from verl_deploy.preflight.run import run_check
+    from verl_deploy.preflight.saved import save_detected
+    from verl_deploy.sources import resolve
+
+    try:
+        flags, config_file = flags_from(options)
+        result = run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
+                                                    detected=detected),
+                           search_roots=search_root, timeout=probe_timeout)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    saved_to = str(save_detected(result.detected)) if save else None
+    if json_output:
+        document = result.as_dict()
+        document["saved_to"] = saved_to
+        print_json(document)
+    else:
+        _show(result, verbose, saved_to)
+    raise typer.Exit(code=0 if result.ok else 1)

@@ -1,0 +1,43 @@
+"""Detected facts kept between commands: `check` saves them, `plan`/`generate` start from them.
+
+Only for the same host and for a day: a host's devices and paths change, and stale facts
+silently reused would be worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping
+
+from verl_deploy.statedir import state_dir
+
+DETECTED_FILE = "detected.json"
+DETECTED_MAX_AGE = 24 * 3600
+
+
+def save_detected(detected: Mapping[str, Any]) -> Path:
+    path = state_dir() / DETECTED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"host": socket.gethostname(), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "values": dict(detected)}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def load_detected(max_age: float = DETECTED_MAX_AGE) -> tuple[dict[str, Any], str | None]:
+    """What the last `check` on this host detected, if recent: (values, when)."""
+    path = state_dir() / DETECTED_FILE
+    try:
+        record = json.loads(path.read_text())
+        when = datetime.fromisoformat(record["time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, None
+    age = (datetime.now(timezone.utc) - when).total_seconds()
+    if record.get("host") != socket.gethostname() or age > max_age or not isinstance(record.get("values"), dict):
+        return {}, None
+    return record["values"], record["time"]
