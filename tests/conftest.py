@@ -18,11 +18,12 @@ FIXTURES = Path(__file__).parent / "fixtures"
 os.environ.setdefault("VERL_DEPLOY_CACHE_DIR", str(ROOT / ".pytest_cache" / "verl-deploy"))
 # Facts a developer's own `verl-deploy check` saved must not leak into the tests' plans.
 os.environ["VERL_DEPLOY_STATE_DIR"] = tempfile.mkdtemp(prefix="verl-deploy-state-")
+os.environ["VERL_DEPLOY_CONFIG_DIR"] = tempfile.mkdtemp(prefix="verl-deploy-config-")  # no stored SwanLab key
 for name in list(os.environ):
     if name in {"FRAMEWORK", "MODEL_PATH", "TRAIN_FILE", "VAL_FILE", "TEST_FILE", "TRAIN_STEPS", "TRAINER_GPUS",
                 "ROLLOUT_GPUS", "USER_FEATURES", "MAX_OOM_RETRIES", "MAX_RESPONSE_LENGTH", "ENABLE_OFFLOAD",
                 "SWANLAB_HOST", "SWANLAB_API_KEY", "CONTAINER", "CKPTS_DIR", "PROJECT_NAME", "SWANLAB_MODE",
-                "SWANLAB_WORKSPACE", "SWANLAB_LOG_DIR"}:
+                "SWANLAB_WORKSPACE", "SWANLAB_LOG_DIR", "http_proxy", "https_proxy"}:
         del os.environ[name]
 
 VERL_BIN = [sys.executable, "-m", "verl_deploy"]
@@ -87,3 +88,59 @@ def load_plan(out_dir: Path) -> dict:
 
 def has_shellcheck() -> bool:
     return shutil.which("shellcheck") is not None
+
+
+# -- a fake Ascend host for check / init / launch -------------------------------------------------
+
+FAKES = Path(__file__).parent / "fakes"
+HW = FIXTURES / "hw"
+TINY_MODEL = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
+              "vocab_size": 1000, "torch_dtype": "bfloat16"}
+
+
+def make_model(root: Path, config: dict, *, shards: int = 2, drop_shard: bool = False, tokenizer: bool = True) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "config.json").write_text(json.dumps(config))
+    names = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
+    weight_map = {f"model.layers.{i}.weight": name for i, name in enumerate(names)}
+    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
+    for name in names[: -1 if drop_shard else None]:
+        (root / name).write_bytes(b"\0" * 1024)
+    if tokenizer:
+        (root / "tokenizer.json").write_text("{}")
+        (root / "tokenizer_config.json").write_text("{}")
+    return root
+
+
+@pytest.fixture()
+def npu_host(tmp_path):
+    """A fake Ascend host: 8 idle 910B3 (npu-smi fixture), CANN tree, a model and DAPO data under a search root."""
+    root = tmp_path / "mnt"
+    make_model(root / "models" / "Qwen3-8B", TINY_MODEL)
+    (root / "data").mkdir(parents=True)
+    shutil.copy(FIXTURES / "dapo-math-17k.SYNTHETIC.parquet", root / "data" / "dapo-math-17k.parquet")
+    shutil.copy(FIXTURES / "aime-2024.SYNTHETIC.parquet", root / "data" / "aime-2024.parquet")
+    ascend = tmp_path / "Ascend"
+    for rel, content in (("ascend-toolkit/set_env.sh", "# CANN\n"), ("nnal/atb/set_env.sh", "# ATB\n"),
+                         ("driver/version.info", "Version=24.1.rc2\n"),
+                         ("ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info",
+                          "package_name=Ascend-cann-toolkit\nversion=8.3.RC1\narch=aarch64\n")):
+        (ascend / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ascend / rel).write_text(content)
+    env = {
+        "PATH": f"{FAKES}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "FAKE_NPU_SMI": str(HW / "npu-smi-910b3-8npu-idle.txt"),
+        "FAKE_DOCKER_PS": str(tmp_path / "ps.jsonl"), "FAKE_DOCKER_IMAGES": str(HW / "docker-images-format-json-docker-docs.jsonl"),
+        "VERL_DEPLOY_ASCEND_ROOT": str(ascend), "VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"),
+        "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config"),
+        "HOME": str(tmp_path / "home"),
+    }
+    (tmp_path / "ps.jsonl").write_text(json.dumps({
+        "Command": "\"/bin/bash -c 'sleep…\"", "CreatedAt": "2026-01-10 08:00:00 +0000 UTC", "ID": "0123456789ab",
+        "Image": "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0", "Labels": "", "LocalVolumes": "0",
+        "Mounts": "", "Names": "verl-npu", "Networks": "host", "Ports": "", "RunningFor": "2 hours ago", "Size": "0B",
+        "State": "running", "Status": "Up 2 hours"}) + "\n")
+    return {"root": root, "env": env, "tmp": tmp_path}
+
+

@@ -125,7 +125,11 @@ def test_swanlab_secret_never_reaches_scripts_plan_argv_or_output(tmp_path, stub
     assert load_plan(out)["spec"]["swanlab_api_key"] == "****9876"
     assert run_scripts(out, stubs).returncode == 0
     assert key not in "\0".join(recorded_argv(stubs))
-    assert f"SWANLAB_API_KEY={key}" in (stubs["log"] / "python3.env").read_text()  # reaches verl via env only
+    training_env = (stubs["log"] / "python3.env").read_text()
+    assert f"SWANLAB_API_KEY={key}" in training_env  # reaches verl via env only
+    for line in ("SWANLAB_MODE=cloud", "SWANLAB_WORKSPACE=TrainingMaster", "SWANLAB_LOG_DIR=/verl/swanlog",
+                 "SWANLAB_PROJECT=verl_hlm", "SWANLAB_HOST=http://127.0.0.1:8000"):
+        assert line in training_env.splitlines(), line
     assert "trainer.logger=[console,swanlab]" in recorded_argv(stubs)
 
 

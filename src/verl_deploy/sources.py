@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from verl_deploy.findings import Finding, UserError, error
+from verl_deploy.secrets import load_swanlab_key
 from verl_deploy.spec import RunSpec, field_names
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
@@ -41,6 +42,8 @@ ENV_VARS: dict[str, str] = {
     "SWANLAB_LOG_DIR": "swanlab_log_dir",
     "PROJECT_NAME": "project_name",
     "CONTAINER": "container",
+    "http_proxy": "http_proxy",
+    "https_proxy": "https_proxy",
 }
 TRUTHY = {"1", "true", "yes", "on", "y"}
 
@@ -141,6 +144,9 @@ def resolve(
         file_values, problems = load_config_file(config_file)
         findings += problems
         layer(file_values, f"file {config_file}")
+    stored_key = load_swanlab_key()
+    if stored_key:
+        layer({"swanlab_api_key": stored_key}, "secret file")
     env_values, env_sources = env_layer(environ)
     layer(env_values, env_sources)
     layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {_flag_name(k)}" for k in (flags or {})})

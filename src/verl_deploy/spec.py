@@ -76,6 +76,8 @@ class RunSpec(BaseModel):
     socket_ifname: Optional[str] = None
     container: Optional[str] = None
     image: str = DEFAULT_IMAGE
+    http_proxy: Optional[str] = Field(None, description="proxy for a new container and pip inside it")
+    https_proxy: Optional[str] = None
 
     # hyper-parameters
     train_steps: int = Field(100, ge=1, le=10_000_000)

@@ -21,7 +21,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-from verl_deploy.cli import check_cmd, diagnose_cmd, features_cmd, generate_cmd, plan_cmd  # noqa: E402,F401  (registers commands)
+from verl_deploy.cli import (check_cmd, container_cmd, diagnose_cmd, features_cmd, generate_cmd, init_cmd,  # noqa: E402,F401
+                             plan_cmd, swanlab_cmd)  # noqa: E402,F401  (registers commands)
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Where a run executes: this host, a Docker container (later: a Ray cluster)."""

@@ -1,0 +1,117 @@
+"""`verl-deploy init`: ask what could not be detected, write a commented config, optionally apply it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from verl_deploy.cli import app
+from verl_deploy.cli.options import spec_options
+
+EPILOG = """\
+Examples:
+
+  verl-deploy init                                  # probe, ask (Enter keeps the prefilled value), write verl-deploy.yaml
+
+  verl-deploy init --config runs/qwen3.yaml --apply # ... then confirm and write the scripts
+
+Rounds: 1 basics (nodes, devices, model, data, checkpoints, mode, framework) · 2 container ·
+3 proxy (for a new container, or when there is no network) · 4 SwanLab · 5 features (default,
+a checklist, or a 7-bit mask decoded as you type) · 6 hyper-parameters (checked as typed).
+Values set in the environment (SWANLAB_HOST, TRAIN_STEPS, ...) are not asked again. The SwanLab
+API key is kept in a 0600 file, never in the config.
+
+Everything init asks can be given as flags to plan, generate and launch instead (for scripts
+and agents: see skills/verl-deploy/SKILL.md).
+"""
+
+
+@app.command("init", epilog=EPILOG)
+@spec_options
+def init_command(
+    search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR",
+                                                    help="Where to look for models and datasets (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite the config file without asking."),
+    apply: bool = typer.Option(False, "--apply", help="After writing the config: confirm, then write the scripts."),
+    output_dir: str = typer.Option("./verl_scripts", "--output-dir", help="With --apply: where the scripts go."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="With --apply: do not ask for confirmation."),
+    **options: Any,
+) -> None:
+    """Ask the questions of the seeds' rounds, prefilled with what was detected, and write a config file."""
+    from verl_deploy.cli.options import flags_from
+    from verl_deploy.cli.output import console, fail
+    from verl_deploy.findings import UserError, error
+    from verl_deploy.preflight.run import run_check
+    from verl_deploy.preflight.saved import save_detected
+    from verl_deploy.secrets import save_swanlab_key
+    from verl_deploy.sources import resolve
+    from verl_deploy.wizard.configfile import write_config
+    from verl_deploy.wizard.rounds import Wizard
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise fail([error("init", "needs a terminal to ask its questions",
+                          "give the values as flags to plan/generate/launch, or write a config file (--config)")])
+    err = console(stderr=True)
+    config_path = Path(options.get("config") or "verl-deploy.yaml")
+    try:
+        flags, _ = flags_from(options)
+        config_file = str(config_path) if config_path.exists() else None
+        with err.status("probing this host (verl-deploy check)…"):
+            result = run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
+                                                        detected=detected),
+                               search_roots=search_root, timeout=10.0)
+        save_detected(result.detected)
+    except UserError as exc:
+        raise fail(exc.findings) from None
+    found = {area_id: area.data for area_id, area in result.areas.items()}
+    err.print(f"[dim]found: {result.verdict()}[/]")
+    wizard = Wizard(result.spec, found, say=lambda text: err.print(f"[bold]{text}[/]" if text.startswith("Round")
+                                                                    else f"[dim]{text}[/]"))
+    try:
+        answers = wizard.run()
+    except (KeyboardInterrupt, EOFError):
+        err.print("stopped: nothing was written")
+        raise typer.Exit(code=130) from None
+    values = {**result.detected, **{k: v for k, v in answers.items()}}
+    try:
+        resolve(flags=flags, environ=os.environ, answers={k: v for k, v in values.items() if v is not None})  # valid?
+    except UserError as exc:
+        raise fail(exc.findings) from None
+    if config_path.exists() and not force:
+        import questionary
+
+        if not questionary.confirm(f"{config_path} exists. Overwrite it?", default=True).unsafe_ask():
+            err.print("stopped: nothing was written")
+            raise typer.Exit(code=1)
+    written = write_config(config_path, {k: v for k, v in values.items() if v is not None or k == "container"})
+    if wizard.swanlab_key:
+        err.print(f"[dim]SwanLab key kept in {save_swanlab_key(wizard.swanlab_key)} (mode 0600)[/]")
+    console().print(f"wrote [bold]{written}[/] — next: verl-deploy plan --config {written}")
+    if apply:
+        _apply(spec_config=str(written), flags=flags, output_dir=output_dir, yes=yes)
+
+
+def _apply(*, spec_config: str, flags: dict, output_dir: str, yes: bool) -> None:
+    from verl_deploy.cli.confirm import confirm
+    from verl_deploy.cli.output import console, fail
+    from verl_deploy.findings import Finding, UserError
+    from verl_deploy.pipeline import prepare
+    from verl_deploy.preflight.saved import load_detected
+    from verl_deploy.render import plan_document, write_outputs
+
+    try:
+        prepared = prepare(flags=flags, environ=os.environ, config_file=spec_config, detected=load_detected()[0])
+    except UserError as exc:
+        raise fail(exc.findings) from None
+    if not prepared.ok or prepared.plan is None:
+        raise fail(prepared.findings)
+    confirm(prepared, f"write the scripts to {output_dir}", yes=yes)
+    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
+    written = write_outputs(prepared.plan, Path(output_dir), document, force=True)
+    if isinstance(written, Finding):
+        raise fail([written])
+    console().print(f"wrote {', '.join(written.files)} to [bold]{written.directory}[/]")

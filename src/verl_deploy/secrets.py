@@ -1,0 +1,45 @@
+"""The one secret verl-deploy keeps: the SwanLab API key, in a 0600 file under the user's config dir.
+
+It is read from `SWANLAB_API_KEY` first; the file is only the remembered answer of `init` or
+`swanlab login`. It never goes into a config file, a command line, a script or a log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+KEY_FILE = "swanlab_api_key"
+
+
+def config_dir() -> Path:
+    override = os.environ.get("VERL_DEPLOY_CONFIG_DIR")
+    if override:
+        return Path(override)
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "verl-deploy"
+
+
+def key_path() -> Path:
+    return config_dir() / KEY_FILE
+
+
+def save_swanlab_key(key: str) -> Path:
+    """Write the key with mode 0600 from the start (no moment where others could read it)."""
+    path = key_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key.strip() + "\n")
+    os.chmod(tmp, 0o600)
+    tmp.replace(path)
+    return path
+
+
+def load_swanlab_key() -> str | None:
+    try:
+        key = key_path().read_text().strip()
+    except OSError:
+        return None
+    return key or None

@@ -1,0 +1,74 @@
+"""The YAML config `init` writes: one commented line per field, readable and reloadable.
+
+Values are dumped one at a time by PyYAML so quoting is always right; comments are the help
+text of the matching command-line flag. Secrets are never written here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+SECRET_FIELDS = {"swanlab_api_key"}
+GROUPS = [
+    ("hardware", ("nnodes", "master_addr", "device", "devices", "socket_ifname")),
+    ("container", ("container", "image", "http_proxy", "https_proxy")),
+    ("paths", ("model_path", "train_file", "test_file", "ckpts_dir")),
+    ("run", ("mode", "framework", "verl_version", "trainer_gpus", "rollout_gpus")),
+    ("swanlab", ("swanlab", "swanlab_host", "swanlab_mode", "swanlab_workspace", "swanlab_log_dir", "project_name")),
+    ("features", ("mask", "features", "no_default_features")),
+    ("hyper-parameters", ("train_steps", "batch_size", "lr", "train_tp", "train_pp", "n_resp_per_prompt",
+                          "max_prompt_length", "max_response_length")),
+]
+
+
+def _help() -> dict[str, str]:
+    from verl_deploy.cli.options import SPEC_OPTIONS
+
+    return {name: getattr(option, "help", "") or "" for name, _, option in SPEC_OPTIONS}
+
+
+def _scalar(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000).strip()
+    return text[:-4].rstrip() if text.endswith("\n...") else text.removesuffix("...").strip()
+
+
+def render_config(values: Mapping[str, Any]) -> str:
+    helps = _help()
+    lines = [f"# verl-deploy configuration, written by `verl-deploy init` on {datetime.now():%Y-%m-%d %H:%M}.",
+             "# Read by: verl-deploy plan|generate|launch --config THIS_FILE. Flags and environment variables",
+             "# override what is here. The SwanLab API key is not stored here (SWANLAB_API_KEY, or the 0600 key file).",
+             ""]
+    written = set()
+    for title, names in GROUPS:
+        present = [n for n in names if n in values and values[n] is not None and n not in SECRET_FIELDS]
+        if not present:
+            continue
+        lines.append(f"# -- {title}")
+        for name in present:
+            if helps.get(name):
+                lines.append(f"# {helps[name]}")
+            lines.append(f"{name}: {_scalar(values[name])}")
+            written.add(name)
+        lines.append("")
+    rest = [n for n in values if n not in written and n not in SECRET_FIELDS and values[n] is not None]
+    if rest:
+        lines.append("# -- other")
+        lines += [f"{name}: {_scalar(values[name])}" for name in rest]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_config(path: str | os.PathLike, values: Mapping[str, Any]) -> Path:
+    """Atomic write: a reader never sees half a file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(render_config(values))
+    os.replace(tmp, target)
+    return target

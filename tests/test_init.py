@@ -1,0 +1,345 @@
+"""`verl-deploy init` through a real pseudo-terminal (pexpect), the blocking confirmation, SwanLab login.
+
+The host is test_check's fake Ascend host (npu-smi, docker, ray fakes speaking real formats);
+the wizard is driven with real keys: Enter, arrows, typing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pexpect
+import pyte
+import yaml
+
+from conftest import VERL_BIN, run_cli
+
+DOWN, UP = "\x1b[B", "\x1b[A"
+CLEAR = "\x7f" * 300  # backspaces: erase the prefilled text
+
+
+class Terminal:
+    """The CLI on a real pseudo-terminal; its output also drawn on a pyte screen, as a user would see it."""
+
+    def __init__(self, args: list[str], env: dict):
+        full = dict(os.environ, **env, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="140", LINES="50")
+        self.child = pexpect.spawn(VERL_BIN[0], [*VERL_BIN[1:], *args], env=full, encoding="utf-8",
+                                   dimensions=(50, 140), timeout=30)
+        self.raw = ""
+        self.seen = 0
+        self.screen = pyte.Screen(140, 50)
+        self.stream = pyte.Stream(self.screen)
+
+    def _feed(self, text: str) -> None:
+        self.raw += text
+        self.stream.feed(text)
+
+    def _read(self, timeout: float) -> bool:
+        try:
+            self._feed(self.child.read_nonblocking(65536, timeout=timeout))
+            return True
+        except pexpect.TIMEOUT:
+            return False
+        except pexpect.EOF:
+            raise AssertionError("the command ended early:\n" + "\n".join(self.screen.display)) from None
+
+    def answer(self, question: str, keys: str = "\r", timeout: float = 30) -> None:
+        """Wait for the next prompt containing `question`, let it draw itself, then type `keys`."""
+        deadline = time.monotonic() + timeout
+        while question not in self.raw[self.seen:]:
+            assert time.monotonic() < deadline, f"no {question!r} on:\n" + "\n".join(self.screen.display)
+            self._read(0.2)
+        self.seen = self.raw.index(question, self.seen) + len(question)
+        while self._read(0.15):  # keys typed before the prompt is up would be echoed by the terminal
+            pass
+        self.child.send(keys)
+
+    def shows(self, text: str, timeout: float = 10) -> bool:
+        """Wait until `text` is on the screen (drawn, whatever the escape codes in between)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.screen.display):
+                return True
+            self._read(0.2)
+        return False
+
+    def expect_on_screen(self, text: str) -> None:
+        assert self.shows(text), f"{text!r} not on:\n" + "\n".join(self.screen.display)
+
+    def finish(self) -> int:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self._feed(self.child.read_nonblocking(65536, timeout=0.5))
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                break
+        self.child.close()
+        return self.child.exitstatus
+
+
+def start(host, config: Path, *extra: str) -> Terminal:
+    return Terminal(["init", "--search-root", str(host["root"]), "--config", str(config), *extra], host["env"])
+
+
+def basics(term: Terminal, model_answers: tuple[str, ...] = ("\r",)) -> None:
+    term.answer("Training on")
+    term.answer("Device ids")
+    for keys in model_answers:
+        term.answer("Model directory", keys)
+    term.answer("Training data")
+    term.answer("Test data")
+    term.answer("Checkpoint directory")
+    term.answer("Mode")
+    term.answer("Framework")
+    term.answer("Container for the run")  # the running verl-npu container is first
+
+
+def test_accepting_every_prefilled_value_writes_a_config_that_reloads(npu_host):
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config)
+    basics(term)
+    term.answer("Log to SwanLab")
+    term.answer("Features")
+    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
+                     "Responses per prompt", "Max prompt length", "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0, term.raw[-2000:]
+    data = yaml.safe_load(config.read_text())
+    assert data["model_path"] == str(npu_host["root"] / "models" / "Qwen3-8B")
+    assert data["devices"] == list(range(8)) and data["container"] == "verl-npu" and data["swanlab"] is False
+    assert config.read_text().startswith("# verl-deploy configuration")
+    plan = json.loads(run_cli("plan", "--config", str(config), "--json", "--ignore-detected", env=npu_host["env"]).stdout)
+    for name in ("model_path", "train_file", "test_file", "container", "train_tp", "train_pp", "train_steps"):
+        assert plan["spec"][name] == data[name], name
+        assert plan["sources"][name] == f"file {config}"
+
+
+def test_changing_the_model_and_the_mask_with_a_live_decode(npu_host):
+    other = npu_host["tmp"] / "other-model"
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config)
+    basics(term, model_answers=(DOWN + "\r", CLEAR + f"{other}\r"))  # "enter a path…", then the text
+    term.answer("Log to SwanLab")
+    term.answer("Features", DOWN + DOWN + "\r")  # "enter a 7-bit mask"
+    term.answer("Mask", CLEAR + "1010000")
+    assert term.shows("on: remove_padding, offload")  # decoded beside the prompt as it is typed
+    term.child.send("\r")
+    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
+                     "Responses per prompt", "Max prompt length", "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0, term.raw[-2000:]
+    data = yaml.safe_load(config.read_text())
+    assert data["model_path"] == str(other) and data["mask"] == "1010000"
+
+
+def test_a_tp_that_does_not_divide_the_devices_is_refused_at_the_prompt(npu_host):
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config)
+    basics(term)
+    term.answer("Log to SwanLab")
+    term.answer("Features")
+    term.answer("Training steps", CLEAR + "12\r")
+    term.answer("Batch size")
+    term.answer("Learning rate")
+    term.answer("Tensor parallel", CLEAR + "3\r")
+    term.expect_on_screen("TP = 3 does not divide the 8 trainer devices")
+    term.child.send(CLEAR + "2\r")
+    term.answer("Pipeline parallel", CLEAR + "3\r")
+    term.expect_on_screen("TP x PP = 6 does not divide the 8 trainer devices")
+    term.child.send(CLEAR + "4\r")
+    for question in ("Responses per prompt", "Max prompt length", "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0
+    data = yaml.safe_load(config.read_text())
+    assert (data["train_tp"], data["train_pp"], data["train_steps"]) == (2, 4, 12)
+
+
+def test_the_swanlab_key_is_hidden_kept_0600_and_never_in_the_config(npu_host):
+    secret = "sk-wizard-secret-9876"
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config)
+    basics(term)
+    term.answer("Log to SwanLab", "y")
+    term.answer("SwanLab host", "http://10.0.0.1:8000\r")
+    term.answer("SwanLab API key", secret + "\r")
+    term.answer("SwanLab mode")
+    term.answer("Workspace")
+    term.answer("Log directory")
+    term.answer("Project name")
+    term.answer("Features")
+    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
+                     "Responses per prompt", "Max prompt length", "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0, term.raw[-2000:]
+    assert secret not in term.raw and not any(secret in line for line in term.screen.display)
+    text = config.read_text()
+    assert secret not in text and yaml.safe_load(text)["swanlab_host"] == "http://10.0.0.1:8000"
+    key_file = Path(npu_host["env"]["VERL_DEPLOY_CONFIG_DIR"]) / "swanlab_api_key"
+    assert key_file.read_text().strip() == secret
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    # plan uses the kept key (masked), and the key is not asked again
+    plan = json.loads(run_cli("plan", "--config", str(config), "--json", env=npu_host["env"]).stdout)
+    assert plan["sources"]["swanlab_api_key"] == "secret file" and secret not in json.dumps(plan)
+
+
+def test_init_without_a_terminal_says_so(npu_host):
+    result = run_cli("init", env=npu_host["env"])
+    assert result.returncode == 1 and "needs a terminal" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- the confirmation --------------------------------------------------------------------------------
+
+def recording_docker(tmp_path: Path) -> tuple[Path, Path]:
+    """A docker that records every call (and knows no container, so `create` would run it)."""
+    bin_dir = tmp_path / "rec-bin"
+    bin_dir.mkdir()
+    log = tmp_path / "docker.calls"
+    (bin_dir / "docker").write_text(f"""#!/usr/bin/env bash
+printf '%s\\n' "$*" >> {log}
+case "$1" in
+  inspect) echo '[]'; echo "Error: No such object: $2" >&2; exit 1 ;;
+  image) exit 0 ;;
+  run) echo 0123456789abcdef; exit 0 ;;
+esac
+exit 0
+""")
+    (bin_dir / "docker").chmod(0o755)
+    return bin_dir, log
+
+
+def test_no_side_effect_before_yes(tmp_path, npu_host):
+    bin_dir, log = recording_docker(tmp_path)
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}")
+    result = run_cli("container", "create", "my/image:1", "c1", env=env)  # no terminal, no --yes
+    assert result.returncode == 2 and "pass --yes" in result.stderr
+    assert not log.exists()  # docker was never called
+    term = Terminal(["container", "create", "my/image:1", "c1"], env)
+    term.answer("Proceed? [y/N]", "n\r")
+    assert term.finish() == 1 and "nothing was changed" in term.raw
+    assert not log.exists()
+    result = run_cli("container", "create", "my/image:1", "c1", "--yes", "--devices", "0,1",
+                     "--http-proxy", "http://user:pw@proxy:3128", env=env)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    run = next(c for c in calls if c.startswith("run "))
+    assert "--device /dev/davinci0 --device /dev/davinci1 --device /dev/davinci_manager" in run
+    assert "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in run and "--net=host" in run
+    assert "--env-file" in run and "user:pw" not in run  # the proxy goes through a file
+    assert run.endswith("my/image:1 sleep infinity")
+
+
+def test_the_summary_shows_sources_and_masks_the_key(tmp_path, npu_host):
+    bin_dir, log = recording_docker(tmp_path)
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", SWANLAB_API_KEY="sk-abcdefgh1234")
+    result = run_cli("container", "create", "img", "c1", "--swanlab", "yes", "--swanlab-host", "http://h:1", env=env)
+    assert "****1234" in result.stderr and "sk-abcdefgh1234" not in result.stderr
+    assert "env SWANLAB_API_KEY" in result.stderr and "flag --swanlab-host" in result.stderr
+
+
+# -- SwanLab login -------------------------------------------------------------------------------------
+
+def recording_swanlab(tmp_path: Path, home: Path) -> Path:
+    bin_dir = tmp_path / "swan-bin"
+    bin_dir.mkdir()
+    (bin_dir / "swanlab").write_text(f"""#!/usr/bin/env bash
+printf '%s\\n' "$*" >> {tmp_path}/swanlab.argv
+if [ "$1" = "--version" ]; then echo "swanlab 0.6.4"; exit 0; fi
+if [ "$1" = login ]; then
+  IFS= read -r key
+  printf '%s' "$key" > {tmp_path}/swanlab.stdin
+  mkdir -p "$HOME/.swanlab" && printf 'machine x\\n' > "$HOME/.swanlab/.netrc"
+  echo "swanlab: Login successfully."
+fi
+""")
+    (bin_dir / "swanlab").chmod(0o755)
+    return bin_dir
+
+
+def test_swanlab_login_key_only_on_stdin(tmp_path, npu_host):
+    home = Path(npu_host["env"]["HOME"])
+    bin_dir = recording_swanlab(tmp_path, home)
+    secret = "sk-login-5555"
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", SWANLAB_API_KEY=secret)
+    result = run_cli("swanlab", "login", "--swanlab-host", "http://10.0.0.9:8000", env=env)
+    assert result.returncode == 0, result.stderr
+    argv = (tmp_path / "swanlab.argv").read_text()
+    assert "login --host http://10.0.0.9:8000" in argv and secret not in argv
+    assert (tmp_path / "swanlab.stdin").read_text() == secret
+    assert "login verified" in result.stdout and secret not in result.stdout + result.stderr
+
+
+def test_swanlab_login_env_wins_over_the_kept_key(tmp_path, npu_host, monkeypatch):
+    from verl_deploy.secrets import save_swanlab_key
+
+    bin_dir = recording_swanlab(tmp_path, Path(npu_host["env"]["HOME"]))
+    config_dir = tmp_path / "cfg"
+    monkeypatch.setenv("VERL_DEPLOY_CONFIG_DIR", str(config_dir))
+    save_swanlab_key("sk-kept-1111")
+    assert stat.S_IMODE((config_dir / "swanlab_api_key").stat().st_mode) == 0o600
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", VERL_DEPLOY_CONFIG_DIR=str(config_dir))
+    assert run_cli("swanlab", "login", env=env).returncode == 0
+    assert (tmp_path / "swanlab.stdin").read_text() == "sk-kept-1111"
+    assert run_cli("swanlab", "login", env=dict(env, SWANLAB_API_KEY="sk-env-2222")).returncode == 0
+    assert (tmp_path / "swanlab.stdin").read_text() == "sk-env-2222"
+    no_key = run_cli("swanlab", "login", env=dict(env, VERL_DEPLOY_CONFIG_DIR=str(tmp_path / "empty")))
+    assert no_key.returncode == 1 and "no API key" in no_key.stderr
+
+
+def test_values_from_the_environment_are_not_asked_again(npu_host):
+    config = npu_host["tmp"] / "run.yaml"
+    env = dict(npu_host["env"], SWANLAB_HOST="http://10.9.9.9:8000", SWANLAB_API_KEY="sk-env-key-4321", TRAIN_STEPS="7")
+    term = Terminal(["init", "--search-root", str(npu_host["root"]), "--config", str(config)], env)
+    basics(term)
+    term.answer("Log to SwanLab", "y")
+    term.answer("SwanLab mode")  # host and key come from the environment: not asked
+    term.answer("Workspace")
+    term.answer("Log directory")
+    term.answer("Project name")
+    term.answer("Features")
+    for question in ("Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",  # steps: TRAIN_STEPS
+                     "Responses per prompt", "Max prompt length", "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0, term.raw[-2000:]
+    assert "SwanLab host" not in term.raw and "API key (hidden)" not in term.raw and "Training steps" not in term.raw
+    assert "from env SWANLAB_HOST" in term.raw and "sk-env-key-4321" not in term.raw
+
+
+# -- the seeds' script names ----------------------------------------------------------------------------
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def script(name: str, *args: str, env: dict) -> subprocess.CompletedProcess:
+    full = dict(os.environ, **env)
+    full["PATH"] = f"{Path(sys.executable).parent}:{full['PATH']}"
+    return subprocess.run(["bash", str(SCRIPTS / name), *args], capture_output=True, text=True, env=full, timeout=240)
+
+
+def test_seed_scripts_are_thin_wrappers_that_work(tmp_path, npu_host):
+    decoded = script("feature_mask.sh", "1010000", "--json", env=npu_host["env"])
+    bits = {row["feature"]: row["on"] for row in json.loads(decoded.stdout)["bits"]}
+    assert bits["offload"] and bits["remove_padding"] and not bits["dynamic_batch"]
+    assert script("feature_mask.sh", env=npu_host["env"]).returncode == 2
+    assert script("preflight_check.sh", "--search-root", str(npu_host["root"]), env=npu_host["env"]).returncode == 0
+    assert script("pre_check.sh", "--search-root", str(npu_host["root"]), "--json", env=npu_host["env"]).returncode == 0
+    out = tmp_path / "verl_scripts"
+    generated = script("generate_training.sh", "--mask", "1100000", "--output-dir", str(out), "--npu-devices",
+                       "0,1,2,3,4,5,6,7", "--train-steps", "4", "--train-tp", "4", "--train-pp", "2", "--swanlab", "no",
+                       env=npu_host["env"])
+    assert generated.returncode == 0, generated.stderr
+    assert (out / "start_verl.sh").exists() and (out / "run_training.sh").exists()
+    bin_dir, log = recording_docker(tmp_path)
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}")
+    created = script("verl_docker_run.sh", "my/image:2", "c2", "--yes", env=env)
+    assert created.returncode == 0, created.stderr
+    assert any(c.startswith("run -d --name c2") for c in log.read_text().splitlines())
+    for name in SCRIPTS.iterdir():
+        assert len(name.read_text().splitlines()) <= 10, f"{name.name} should only call verl-deploy"
