@@ -22,7 +22,7 @@ app = typer.Typer(
 )
 
 from verl_deploy.cli import (check_cmd, container_cmd, diagnose_cmd, features_cmd, generate_cmd, init_cmd,  # noqa: E402,F401
-                             plan_cmd, swanlab_cmd)  # noqa: E402,F401  (registers commands)
+                             plan_cmd, run_cmds, swanlab_cmd)  # noqa: E402,F401  (registers commands)
 
 
 def main() -> None:

@@ -100,13 +100,14 @@ def _judge_container(area: Area, context: Context) -> None:
     except (ValueError, IndexError):
         details = None
     if details is None:
-        area.error("container", f"{name} does not exist",
-                   "create it (`verl-deploy launch` does), or pass the name of an existing one with --container")
+        area.warning("container", f"{name} does not exist yet; the host was probed instead",
+                     f"`verl-deploy launch` (or `container create`) creates it from {spec.image}")
         return
     facts = container_devices(details)
     area.data["container"] = {"name": name, **facts}
     if not facts["running"]:
-        area.error("container", f"{name} is {facts['status']}", f"docker start {name}")
+        area.warning("container", f"{name} is {facts['status']}; the host was probed instead",
+                     f"`verl-deploy launch` starts it (docker start {name})")
     else:
         area.ok("container", f"{name} running ({facts['image']})")
     if spec.device == "npu":

@@ -136,7 +136,11 @@ def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_ro
     started = time.monotonic()
     spec = resolve_spec({})
     host_runner = Runner(timeout)
-    runner = ContainerRunner(spec.container, timeout) if spec.container else host_runner
+    runner = host_runner
+    if spec.container:  # probe inside it when it runs; a stopped or future container: the host stands in
+        running = host_runner.run(["docker", "inspect", "-f", "{{.State.Running}}", spec.container])
+        if running.ok and running.stdout.strip() == "true":
+            runner = ContainerRunner(spec.container, timeout)
     context = Context(spec, runner, host_runner, list(search_roots or SEARCH_ROOTS), timeout)
     versions_box: dict[str, Any] = {}
 

@@ -1,0 +1,87 @@
+"""The backend interface (start, finished, alive, stop) and the detached process both backends use.
+
+A training is started by a small host shell in its own session: `"$@" >> LOG 2>&1; echo $? > EXIT`.
+So it survives the supervisor (even `kill -9`), its output lands in a host file the watcher
+follows, and its exit status is kept for whoever asks later.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+WRAPPER = '"$@" >>"$VD_LOG" 2>&1; code=$?; echo "$code" > "$VD_EXIT.tmp"; mv "$VD_EXIT.tmp" "$VD_EXIT"'
+
+
+class Backend(Protocol):
+    name: str
+
+    def start(self, scripts_dir: Path, attempt_dir: Path) -> dict: ...
+
+    def finished(self, handle: dict) -> int | None: ...
+
+    def alive(self, handle: dict) -> bool: ...
+
+    def stop(self, handle: dict) -> None: ...
+
+
+def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = None, env: dict | None = None) -> dict:
+    """Run argv in a new session with output to attempt_dir/train.log and the exit code to attempt_dir/exit_code."""
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    log, exit_file = attempt_dir / "train.log", attempt_dir / "exit_code"
+    log.touch()
+    full_env = {**os.environ, **(env or {}), "VD_LOG": str(log), "VD_EXIT": str(exit_file)}
+    process = subprocess.Popen(["bash", "-c", WRAPPER, "verl-deploy-run", *argv], cwd=cwd, env=full_env,
+                               start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    return {"pid": process.pid, "log": str(log), "exit_file": str(exit_file), "spawned": time.time()}
+
+
+def exit_code(handle: dict) -> int | None:
+    try:
+        return int(Path(handle["exit_file"]).read_text().strip())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def process_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def stop_group(pid: int | None, grace: float = 10.0) -> None:
+    """SIGTERM the process group, SIGKILL what is left after `grace` seconds."""
+    if not pid:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _group_alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(process.info["pid"]) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error, OSError):
+            continue
+    return False

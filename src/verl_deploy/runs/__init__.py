@@ -1,0 +1,1 @@
+"""Runs: launched trainings with a record on disk, a supervisor, and recovery."""

@@ -1,0 +1,62 @@
+"""`launch` after the confirmation: run record, container, SwanLab, scripts, start, supervisor, verify."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from verl_deploy.runs.control import LaunchError, spawn_supervisor, spec_data, start_attempt
+from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id
+from verl_deploy.spec import RunSpec
+
+
+def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds: float, start_timeout: float,
+           say: Callable[[str], None]) -> RunRecord:
+    record = RunRecord(id=new_run_id(), backend=backend, spec=spec_data(spec), notify=list(notify_urls),
+                       stall_seconds=stall_seconds)
+    record.directory.mkdir(parents=True, exist_ok=True)
+    record.save()
+    if backend == "docker":
+        from verl_deploy.backends.docker import DockerError, ensure_container
+
+        try:
+            ensure_container(spec, say=say)
+        except DockerError as exc:
+            _fail(record, str(exc))
+    if spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
+        from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
+
+        try:
+            for step in setup_swanlab(spec, spec.swanlab_api_key.get_secret_value()).steps:
+                say(f"swanlab: {step}")
+        except SwanLabSetupError as exc:
+            _fail(record, f"{exc} — fix: {exc.fix}")
+    try:
+        start_attempt(record, spec, "launch", [], {})
+    except Exception as exc:  # a backend or script problem: recorded, then one line for the user
+        _fail(record, str(exc))
+    record.supervisor_pid = spawn_supervisor(record.id)
+    record.save()
+    return verify_started(record, start_timeout)
+
+
+def _fail(record: RunRecord, message: str) -> None:
+    record.state = "failed"
+    record.failure = {"class": None, "cause": message, "fix": None}
+    record.save()
+    raise LaunchError(message)
+
+
+def verify_started(record: RunRecord, timeout: float) -> RunRecord:
+    """Seed 001 stage 8: the training process exists and its log advances, within `timeout`."""
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        current = RunRecord.load(record.id)
+        log = Path(current.current.log) if current.current else None
+        if current.state in TERMINAL or (log and log.is_file() and log.stat().st_size > 0):
+            return current
+        time.sleep(0.1)
+    raise LaunchError(f"the training did not write to {record.current.log} within {timeout:g} s; "
+                      f"see `verl-deploy logs {record.id}` and `verl-deploy status {record.id}`")

@@ -1,0 +1,76 @@
+"""What to do after a failed attempt (seed 000's OOM policy, made to tell failures apart).
+
+Device OOM in training or log-prob: add the next memory feature of the ladder (offload, then
+recompute; on FSDP, where recompute is not a feature, gradient checkpointing) and resume. Rollout
+KV-cache OOM: lower rollout.gpu_memory_utilization by 0.1, not below 0.3 — offload does not help
+there. Host OOM: never add offload (it moves more into host memory); stop and say so, naming the
+offload this tool added if it did. Everything else: stop with the cause and the fix. User
+features are never removed; MAX_OOM_RETRIES bounds the retries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl_deploy import features as registry
+from verl_deploy.spec import RunSpec
+from verl_deploy.watch.diagnosis import Diagnosis
+
+MIN_UTILIZATION = 0.3
+UTILIZATION_STEP = 0.1
+FSDP_LADDER = ("offload", "gradient_checkpointing")
+ADVICE = ("give each device less work: a smaller max_response_length or batch, more devices, or a larger "
+          "TP/PP (--train-tp/--train-pp)")
+
+
+@dataclass
+class Decision:
+    retry: bool
+    reason: str
+    changes: dict = field(default_factory=dict)  # spec fields for the next attempt
+    added: list[str] = field(default_factory=list)  # memory features added
+
+
+def _ladder(spec: RunSpec) -> tuple[str, ...]:
+    return registry.OOM_LADDER if spec.framework == "megatron" else FSDP_LADDER
+
+
+def _states(spec: RunSpec) -> dict[str, bool]:
+    states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
+                                 user_features=spec.features, no_default_features=spec.no_default_features,
+                                 oom_features=spec.oom_features)
+    return {s.name: s.on for s in states}
+
+
+def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before: list[str]) -> Decision:
+    """`retries_done`: recovery attempts so far; `added_before`: features this tool added last time."""
+    failure = diagnosis.class_id
+    if failure is None:
+        return Decision(False, "the training exited with an error but the log names no known failure; "
+                               "see `verl-deploy logs --errors`")
+    if retries_done >= spec.max_oom_retries and failure in ("device_oom", "rollout_kv_cache_insufficient"):
+        return Decision(False, f"{failure} again after {retries_done} automatic retries (MAX_OOM_RETRIES="
+                               f"{spec.max_oom_retries}); {ADVICE}")
+    if failure == "device_oom" and diagnosis.retryable is False:
+        return Decision(False, "device OOM that a retry will not fix: " + (diagnosis.cause or ""))
+    if failure == "rollout_kv_cache_insufficient" or (failure == "device_oom" and diagnosis.phase == "rollout"):
+        lowered = round(spec.gpu_memory_utilization - UTILIZATION_STEP, 2)
+        if lowered < MIN_UTILIZATION:
+            return Decision(False, f"{failure} in the rollout with gpu_memory_utilization already at "
+                                   f"{spec.gpu_memory_utilization}; raise the rollout TP (--gen-tp) or shorten the sequences")
+        return Decision(True, f"{failure} in the rollout: gpu_memory_utilization {spec.gpu_memory_utilization} -> {lowered}",
+                        {"gpu_memory_utilization": lowered})
+    if failure == "device_oom":
+        states = _states(spec)
+        for name in _ladder(spec):
+            feature = registry.BY_NAME[name]
+            if feature.applies_to(spec.framework, spec.device) and not states.get(name):
+                return Decision(True, f"device OOM during {diagnosis.phase_label or 'training'}: adding {name}",
+                                {"oom_features": [*spec.oom_features, name]}, [name])
+        return Decision(False, f"device OOM with {', '.join(_ladder(spec))} already on; {ADVICE}")
+    if failure == "host_oom":
+        note = (f" This tool had just added {', '.join(added_before)}, which moves state into host memory: "
+                f"relaunch without it (--features -{added_before[0]}) if device memory allows."
+                if "offload" in added_before else "")
+        return Decision(False, "host (CPU) memory ran out; offload would make it worse, so no retry." + note)
+    return Decision(False, f"{failure}: {diagnosis.cause or ''}".strip())

@@ -1,0 +1,105 @@
+"""A stand-in for verl's DAPO / one-step-off trainers, for launch tests (no accelerator, no verl).
+
+Installed by the tests as `recipe/dapo/main_dapo.py` (and the one-step-off entry) in a temporary
+verl directory, so the generated run_training.sh runs it exactly as it would run verl. It reads
+the Hydra overrides it is given, prints verl's real log formats (Total training steps, the tqdm
+bar, `step:N - key:value` metrics, the SwanLab link, checkpoint folders), saves
+`global_step_N` checkpoints with `latest_checkpointed_iteration.txt`, resumes from them, and
+fails with the real log lines from shared/reference/failures.md.
+
+STANDIN_FAIL (environment): `device_oom` (OOM at step STANDIN_FAIL_STEP unless offload is on,
+again two steps later unless recompute is on), `host_oom`, `kv_cache` (at engine start unless
+gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps). STANDIN_STEP_SECONDS
+sets the time per step.
+"""
+
+import os
+import sys
+import time
+
+args = {}
+for arg in sys.argv[1:]:
+    if "=" in arg and not arg.startswith("--"):
+        key, _, value = arg.lstrip("+").partition("=")
+        args[key] = value.strip("'\"")  # Hydra quoting of strings
+
+
+def arg(suffix, default=None):
+    for key, value in args.items():
+        if key == suffix or key.endswith("." + suffix):
+            return value
+    return default
+
+
+def say(line):
+    print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
+
+
+total = int(arg("trainer.total_training_steps", arg("total_training_steps", "6")))
+save_freq = int(arg("trainer.save_freq", "2"))
+ckpt_dir = arg("trainer.default_local_dir", "checkpoints")
+offload = arg("param_offload") == "True"
+recompute = any(k.endswith("recompute_granularity") for k in args) or arg("enable_gradient_checkpointing") == "True"
+utilization = float(arg("rollout.gpu_memory_utilization", "0.6"))
+swanlab = "swanlab" in arg("trainer.logger", "")
+step_seconds = float(os.environ.get("STANDIN_STEP_SECONDS", "0.2"))
+fail = os.environ.get("STANDIN_FAIL", "")
+fail_step = int(os.environ.get("STANDIN_FAIL_STEP", "3"))
+
+say(f"{{'trainer': {{'total_training_steps': {total}, 'save_freq': {save_freq}}}}}")
+if fail == "kv_cache" and utilization > 0.5:
+    print("(WorkerDict pid=77) INFO 11-29 10:01:12 [kv_cache_utils.py:716] profiling", flush=True)
+    print("(EngineCore_DP0 pid=1102)   File \"/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py\", line 699, "
+          "in check_enough_kv_cache_memory", flush=True)
+    print("(EngineCore_DP0 pid=1102) ValueError: No available memory for the cache blocks. Try increasing "
+          "`gpu_memory_utilization` when initializing the engine.", flush=True)
+    sys.exit(1)
+
+latest = os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")
+start = 0
+if arg("trainer.resume_mode", "auto") == "auto" and os.path.exists(latest):
+    start = int(open(latest).read().strip())
+    say(f"Load from checkpoint folder: {os.path.join(ckpt_dir, f'global_step_{start}')}")
+    say(f"Setting global step to {start}")
+else:
+    say("Training from scratch")
+say(f"Total training steps: {total}")
+if swanlab:
+    say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
+
+for step in range(start + 1, total + 1):
+    time.sleep(step_seconds)
+    if fail == "device_oom" and ((not offload and step >= fail_step) or (offload and not recompute and step >= fail_step + 2)):
+        print("(WorkerDict pid=5107) Traceback (most recent call last):", flush=True)
+        print("(WorkerDict pid=5107)   File \"/verl/verl/workers/megatron_workers.py\", line 711, in update_actor", flush=True)
+        print("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB "
+              "total capacity; 49.47 GiB already allocated; 49.47 GiB current active; 1.32 GiB free; 57.55 GiB "
+              "reserved in total by PyTorch)", flush=True)
+        print("ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor()", flush=True)
+        if os.environ.get("STANDIN_MARK_FILE"):  # for benchmarks/recovery.py: when the OOM line was written
+            open(os.environ["STANDIN_MARK_FILE"], "a").write(f"{time.time()}\n")
+        time.sleep(float(os.environ.get("STANDIN_EXIT_DELAY", "0")))
+        sys.exit(1)
+    if fail == "host_oom" and step >= fail_step:
+        print("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", flush=True)
+        print("Memory on the node (IP: 10.0.0.2) where the task was running was 246.41GB / 251.54GB (0.979583), "
+              "which exceeds the memory usage threshold of 0.95.", flush=True)
+        sys.exit(1)
+    if fail == "hccl_timeout" and step >= fail_step:
+        print("[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation "
+              "timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) ran for 3600185 milliseconds "
+              "before timing out.", flush=True)
+        sys.exit(1)
+    if fail == "hang" and step >= fail_step:
+        while True:
+            time.sleep(1)
+    say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
+        f"response_length/mean:1000.0 - perf/throughput:900.0 - timing_s/step:{step_seconds:.3f}")
+    say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
+    if save_freq > 0 and step % save_freq == 0:
+        folder = os.path.join(ckpt_dir, f"global_step_{step}")
+        os.makedirs(os.path.join(folder, "actor"), exist_ok=True)
+        open(os.path.join(folder, "actor", "model.pt"), "w").write("weights")
+        open(latest, "w").write(str(step))
+        say(f"local_global_step_folder: {folder}")
+say("Final validation metrics: {'val-core/math_dapo/acc/mean@1': 0.3}")
