@@ -43,7 +43,12 @@ def launch_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     follow: bool = typer.Option(False, "--follow", help="Stay until the run ends; exit 0 only if it succeeded."),
     json_output: bool = typer.Option(False, "--json", help="Print the run's status as JSON."),
-    backend: str = typer.Option("auto", "--backend", help="auto (docker when --container is set, else local) | local | docker."),
+    backend: str = typer.Option("auto", "--backend", help="auto (ray with --ray-address, docker with --container, else local) "
+                                                         "| local | docker | ray."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="URL",
+                                              help="Ray job server of an existing cluster, e.g. http://head:8265 (backend ray)."),
+    job_env: Optional[List[str]] = typer.Option(None, "--job-env", metavar="NAME[=VALUE]",
+                                                help="backend ray: pass this environment variable to the job (repeatable)."),
     notify: Optional[List[str]] = typer.Option(None, "--notify", metavar="URL",
                                                help="apprise URL for failure notices (repeatable): json://, feishu://, slack://, mailto://..."),
     stall_minutes: float = typer.Option(10.0, "--stall-minutes", min=0.01, help="Notice when no step for max(this, 5 x median step)."),
@@ -65,13 +70,17 @@ def launch_command(
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
     spec = prepared.spec
-    chosen = backend if backend != "auto" else ("docker" if spec.container else "local")
-    if chosen not in ("local", "docker"):
-        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local or --backend docker "
-                          "(ray jobs: see the scale-out issue)")], as_json=json_output)
+    ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
+    chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
+    if chosen not in ("local", "docker", "ray"):
+        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker or ray")],
+                   as_json=json_output)
     if chosen == "docker" and not spec.container:
         raise fail([error("container", "the docker backend needs a container", "pass --container NAME")], as_json=json_output)
-    if not skip_check:
+    backend_options: dict = {}
+    if chosen == "ray":
+        backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
+    elif not skip_check:
         from verl_deploy.preflight.run import run_check
         from verl_deploy.sources import resolve
 
@@ -89,7 +98,7 @@ def launch_command(
     confirm(prepared, f"launch ({chosen} backend)", yes=yes)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
-                        start_timeout=start_timeout, say=_say)
+                        start_timeout=start_timeout, say=_say, backend_options=backend_options)
     except LaunchError as exc:
         raise fail([error("launch", str(exc), "see `verl-deploy status` and `verl-deploy logs`")], as_json=json_output)
     if follow:
@@ -101,6 +110,43 @@ def launch_command(
         _print_json(record.status_document())
         return
     _announce(record)
+
+
+def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: bool) -> dict:
+    """Check the live cluster before submitting: resource name, devices in total and per node, Ray version."""
+    from verl_deploy.backends.raycluster import check_cluster, cluster_nodes, cluster_version
+    from verl_deploy.cli.output import fail, print_findings
+    from verl_deploy.findings import error
+
+    if not address:
+        raise fail([error("ray_address", "the ray backend needs the cluster's job server",
+                          "pass --ray-address http://HEAD:8265 (or set RAY_API_SERVER_ADDRESS)")], as_json=json_output)
+    env: dict[str, str] = {}
+    for item in job_env:
+        name, sep, value = item.partition("=")
+        if name == "SWANLAB_API_KEY":
+            raise fail([error("job-env", "the SwanLab key must not go into the job's runtime environment (the "
+                              "dashboard shows it)", "log in on the nodes (`verl-deploy swanlab login`) instead")],
+                       as_json=json_output)
+        env[name] = value if sep else os.environ.get(name, "")
+    try:
+        nodes = cluster_nodes(address)
+    except (OSError, ValueError) as exc:
+        raise fail([error("ray_address", f"{address} does not answer as a Ray job server: {exc}",
+                          "check the address and that the head runs the dashboard (port 8265)")], as_json=json_output)
+    try:
+        import ray
+
+        local_version = ray.__version__
+    except ImportError:
+        raise fail([error("backend", "the ray backend needs Ray here", "pip install 'verl-deploy[ray]'")],
+                   as_json=json_output) from None
+    findings = check_cluster(spec, nodes, cluster_version(address), local_version)
+    if any(f.level == "error" for f in findings):
+        raise fail(findings, as_json=json_output)
+    if findings and not json_output:
+        print_findings(findings)
+    return {"address": address, "env": env}
 
 
 def _print_json(data: dict) -> None:

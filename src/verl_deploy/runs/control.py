@@ -31,6 +31,10 @@ class LaunchError(Exception):
 
 def backend_for(record: RunRecord):
     spec = spec_of(record)
+    if record.backend == "ray":
+        from verl_deploy.backends.rayjobs import RayJobsBackend
+
+        return RayJobsBackend(record.backend_options["address"], record.backend_options.get("env"))
     if record.backend == "docker":
         from verl_deploy.backends.container import DockerBackend
 
@@ -167,6 +171,7 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             if first_class in ACT_NOW or time.monotonic() - fatal[0][0] > GRACE_AFTER_FATAL:
                 backend.stop(attempt.handle)  # recovery starts now instead of waiting for Ray to give up
                 stopped = True
+                code = backend.finished(attempt.handle)
         if code is None and not stopped and not backend.alive(attempt.handle):
             time.sleep(0.2)  # the wrapper writes the exit code just after the process ends
             code = backend.finished(attempt.handle)

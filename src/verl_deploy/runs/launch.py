@@ -11,9 +11,9 @@ from verl_deploy.spec import RunSpec
 
 
 def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds: float, start_timeout: float,
-           say: Callable[[str], None]) -> RunRecord:
+           say: Callable[[str], None], backend_options: dict | None = None) -> RunRecord:
     record = RunRecord(id=new_run_id(), backend=backend, spec=spec_data(spec), notify=list(notify_urls),
-                       stall_seconds=stall_seconds)
+                       stall_seconds=stall_seconds, backend_options=dict(backend_options or {}))
     record.directory.mkdir(parents=True, exist_ok=True)
     record.save()
     if backend == "docker":
@@ -23,7 +23,7 @@ def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds
             ensure_container(spec, say=say)
         except DockerError as exc:
             _fail(record, str(exc))
-    if spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
+    if backend != "ray" and spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
         from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
 
         try:

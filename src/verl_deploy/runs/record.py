@@ -63,6 +63,7 @@ class RunRecord:
     id: str
     backend: str
     spec: dict  # RunSpec.model_dump() plus "sources"; never the API key
+    backend_options: dict = field(default_factory=dict)  # ray: address and the env passed to the job
     state: str = "starting"
     created: float = field(default_factory=time.time)
     attempts: list[Attempt] = field(default_factory=list)
