@@ -213,3 +213,15 @@ def test_features_command_lists_and_decodes():
     assert [b["on"] for b in decoded["bits"]] == [True, False, True, False, False, False, False]
     bad = run_cli("features", "--mask", "12")
     assert bad.returncode == 1 and "7-bit" in bad.stderr
+
+
+def test_print_commands_for_multi_node(tmp_path):
+    out = tmp_path / "multi"
+    result = run_cli("generate", "--output-dir", str(out), "--nnodes", "3", "--master-addr", "10.0.0.1",
+                     "--print-commands", "--json")
+    assert result.returncode == 0, result.stderr
+    commands = json.loads(result.stdout)["commands"]
+    workers = commands["each of the 2 worker node(s)"]
+    assert workers == [f"env VERL_DEPLOY_ROLE=worker bash {out}/start_verl.sh"]
+    assert commands["the head (10.0.0.1)"][0].startswith(f"bash {out}/start_verl.sh")
+    assert "WANT_NODES=3" in (out / "start_verl.sh").read_text()

@@ -89,6 +89,15 @@ def start(host, config: Path, *extra: str) -> Terminal:
     return Terminal(["init", "--search-root", str(host["root"]), "--config", str(config), *extra], host["env"])
 
 
+HYPER_PARAMETERS = ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
+                    "Responses per prompt", "Max prompt length", "Max response length")
+
+
+def accept(term: Terminal, questions: tuple[str, ...] = HYPER_PARAMETERS) -> None:
+    for question in questions:
+        term.answer(question)
+
+
 def basics(term: Terminal, model_answers: tuple[str, ...] = ("\r",)) -> None:
     term.answer("Training on")
     term.answer("Device ids")
@@ -108,9 +117,7 @@ def test_accepting_every_prefilled_value_writes_a_config_that_reloads(npu_host):
     basics(term)
     term.answer("Log to SwanLab")
     term.answer("Features")
-    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
-                     "Responses per prompt", "Max prompt length", "Max response length"):
-        term.answer(question)
+    accept(term)
     assert term.finish() == 0, term.raw[-2000:]
     data = yaml.safe_load(config.read_text())
     assert data["model_path"] == str(npu_host["root"] / "models" / "Qwen3-8B")
@@ -132,9 +139,7 @@ def test_changing_the_model_and_the_mask_with_a_live_decode(npu_host):
     term.answer("Mask", CLEAR + "1010000")
     assert term.shows("on: remove_padding, offload")  # decoded beside the prompt as it is typed
     term.child.send("\r")
-    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
-                     "Responses per prompt", "Max prompt length", "Max response length"):
-        term.answer(question)
+    accept(term)
     assert term.finish() == 0, term.raw[-2000:]
     data = yaml.safe_load(config.read_text())
     assert data["model_path"] == str(other) and data["mask"] == "1010000"
@@ -155,8 +160,7 @@ def test_a_tp_that_does_not_divide_the_devices_is_refused_at_the_prompt(npu_host
     term.answer("Pipeline parallel", CLEAR + "3\r")
     term.expect_on_screen("TP x PP = 6 does not divide the 8 trainer devices")
     term.child.send(CLEAR + "4\r")
-    for question in ("Responses per prompt", "Max prompt length", "Max response length"):
-        term.answer(question)
+    accept(term, HYPER_PARAMETERS[-3:])
     assert term.finish() == 0
     data = yaml.safe_load(config.read_text())
     assert (data["train_tp"], data["train_pp"], data["train_steps"]) == (2, 4, 12)
@@ -175,9 +179,7 @@ def test_the_swanlab_key_is_hidden_kept_0600_and_never_in_the_config(npu_host):
     term.answer("Log directory")
     term.answer("Project name")
     term.answer("Features")
-    for question in ("Training steps", "Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",
-                     "Responses per prompt", "Max prompt length", "Max response length"):
-        term.answer(question)
+    accept(term)
     assert term.finish() == 0, term.raw[-2000:]
     assert secret not in term.raw and not any(secret in line for line in term.screen.display)
     text = config.read_text()
@@ -304,9 +306,7 @@ def test_values_from_the_environment_are_not_asked_again(npu_host):
     term.answer("Log directory")
     term.answer("Project name")
     term.answer("Features")
-    for question in ("Batch size", "Learning rate", "Tensor parallel", "Pipeline parallel",  # steps: TRAIN_STEPS
-                     "Responses per prompt", "Max prompt length", "Max response length"):
-        term.answer(question)
+    accept(term, HYPER_PARAMETERS[1:])  # steps come from TRAIN_STEPS
     assert term.finish() == 0, term.raw[-2000:]
     assert "SwanLab host" not in term.raw and "API key (hidden)" not in term.raw and "Training steps" not in term.raw
     assert "from env SWANLAB_HOST" in term.raw and "sk-env-key-4321" not in term.raw

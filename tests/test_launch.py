@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -208,7 +207,6 @@ def test_docker_backend_reuses_starts_or_creates_then_copies_and_runs_inside(tra
 def test_the_seed_run_scripts_launch(trainer):
     scripts = Path(__file__).resolve().parents[1] / "scripts"
     env = {**os.environ, **trainer["env"], "TRAIN_STEPS": "4", "TRAINER_GPUS": "4", "ROLLOUT_GPUS": "4"}
-    env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
     args = trainer["args"]
     cut = args.index("--train-steps")
     extra = [a for a in args[:cut] + args[cut + 2:] if a != "--yes"] + ["--json"]  # steps from TRAIN_STEPS

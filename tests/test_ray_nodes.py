@@ -7,10 +7,8 @@ apart. Everything a test starts is killed at its end, found by its own Ray temp 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -9,15 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from verl_deploy.statedir import config_dir
+
 KEY_FILE = "swanlab_api_key"
-
-
-def config_dir() -> Path:
-    override = os.environ.get("VERL_DEPLOY_CONFIG_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "verl-deploy"
 
 
 def key_path() -> Path:

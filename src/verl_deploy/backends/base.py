@@ -31,6 +31,16 @@ class Backend(Protocol):
     def stop(self, handle: dict) -> None: ...
 
 
+class DetachedProcess:
+    """`finished` and `alive` for backends whose attempt is a process started by `start_detached`."""
+
+    def finished(self, handle: dict) -> int | None:
+        return exit_code(handle)
+
+    def alive(self, handle: dict) -> bool:
+        return process_alive(handle.get("pid")) and exit_code(handle) is None
+
+
 def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = None, env: dict | None = None) -> dict:
     """Run argv in a new session with output to attempt_dir/train.log and the exit code to attempt_dir/exit_code."""
     attempt_dir.mkdir(parents=True, exist_ok=True)

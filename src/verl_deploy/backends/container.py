@@ -10,11 +10,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from verl_deploy.backends.base import exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, start_detached, stop_group
 from verl_deploy.backends.docker import DockerError, docker
 
 
-class DockerBackend:
+class DockerBackend(DetachedProcess):
     name = "docker"
 
     def __init__(self, container: str, remote_base: str):
@@ -33,12 +33,6 @@ class DockerBackend:
         handle = start_detached(["docker", "exec", self.container, "bash", "-c", inner], attempt_dir)
         handle.update(container=self.container, remote=remote)
         return handle
-
-    def finished(self, handle: dict) -> int | None:
-        return exit_code(handle)
-
-    def alive(self, handle: dict) -> bool:
-        return process_alive(handle.get("pid")) and exit_code(handle) is None
 
     def stop(self, handle: dict) -> None:
         remote = handle.get("remote")

@@ -5,20 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from verl_deploy.backends.base import exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, start_detached, stop_group
 
 
-class LocalBackend:
+class LocalBackend(DetachedProcess):
     name = "local"
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         return start_detached(["bash", str(scripts_dir / "start_verl.sh")], attempt_dir, cwd=scripts_dir)
-
-    def finished(self, handle: dict) -> int | None:
-        return exit_code(handle)
-
-    def alive(self, handle: dict) -> bool:
-        return process_alive(handle.get("pid")) and exit_code(handle) is None
 
     def stop(self, handle: dict) -> None:
         stop_group(handle.get("pid"))

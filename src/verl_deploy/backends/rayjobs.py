@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from verl_deploy.backends.base import exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive, start_detached, stop_group
 
 SECRET_NAMES = {"SWANLAB_API_KEY"}
 
@@ -41,7 +41,7 @@ def job_env(scripts_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class RayJobsBackend:
+class RayJobsBackend(DetachedProcess):
     name = "ray"
 
     def __init__(self, address: str, extra_env: dict[str, str] | None = None):
@@ -59,12 +59,6 @@ class RayJobsBackend:
                                 attempt_dir)
         handle.update(job_id=job_id, address=self.address)
         return handle
-
-    def finished(self, handle: dict) -> int | None:
-        return exit_code(handle)
-
-    def alive(self, handle: dict) -> bool:
-        return process_alive(handle.get("pid")) and exit_code(handle) is None
 
     def stop(self, handle: dict) -> None:
         try:

@@ -18,6 +18,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_deploy.statedir import cache_dir
+
 KEEP_PREFIXES = ("verl/trainer/config/", "verl/experimental/one_step_off_policy/config/", "verl/version/")
 
 
@@ -40,14 +42,6 @@ class ConfigSource:
         package_dir = self.root / Path(*module.split(".")[:-1])
         candidate = package_dir / "config" / f"{config_name}.yaml"
         return candidate if candidate.is_file() else None
-
-
-def cache_dir() -> Path:
-    override = os.environ.get("VERL_DEPLOY_CACHE_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "verl-deploy"
 
 
 def read_version(root: Path) -> str | None:
