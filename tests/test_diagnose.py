@@ -155,6 +155,17 @@ def test_warning_level_ray_spill_does_not_mask_a_fatal_class():
     ("[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error", "collective_init_failure"),
     ("swanlab: Error: 401 Unauthorized, please check your api key", "swanlab_error"),
     ("NotImplementedError: sequence_length=9001 is larger than max_length=2048", "prompt_too_long"),
+    ("run_training.sh: line 61: 4242 Killed                  python3 -m recipe.dapo.main_dapo", "host_oom"),
+    ("RuntimeError: call aclrtMalloc failed, ACL_ERROR_RT_MEMORY_ALLOCATION", "device_oom"),
+    ("RuntimeError: Initialize:compiler_depend.ts:217 NPU function error: aclrtSetDevice(device_index), error code is 507033",
+     "cann_env_error"),
+    ("hydra.errors.ConfigCompositionException: Could not load 'actor/dp_actorr'.", "hydra_config_error"),
+    ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+     "c10d key-value store by key '0', but store->get('0') got error: wait timeout after 600000ms", "collective_init_failure"),
+    ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "ray_actor_died"),
+    ("OSError: Can't load the configuration of '/models/foo'.", "model_path_error"),
+    ("Token indices sequence length is longer than the specified maximum sequence length for this model (5000 > 4096).",
+     None),  # a tokenizer warning, not a failure
 ])
 def test_signatures_cover_kinds_not_just_excerpts(line, class_id):
     assert verdict(["(TaskRunner pid=1) " + line]).class_id == class_id
