@@ -154,6 +154,14 @@ def resolve(
     if findings:
         raise UserError(findings)
 
+    nodes = values.get("nodes")
+    if nodes:
+        hosts = nodes.split(",") if isinstance(nodes, str) else list(nodes)
+        hosts = [h.strip() for h in hosts if str(h).strip()]
+        if "nnodes" not in values:
+            values["nnodes"], sources["nnodes"] = len(hosts), "derived"
+        if "master_addr" not in values and hosts:
+            values["master_addr"], sources["master_addr"] = hosts[0], "derived"
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
         values["train_pp"], sources["train_pp"] = 1, "derived"

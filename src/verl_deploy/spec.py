@@ -71,6 +71,7 @@ class RunSpec(BaseModel):
     # hardware and cluster
     devices: list[int] = Field(default_factory=lambda: list(range(8)))
     nnodes: int = Field(1, ge=1, le=1024)
+    nodes: list[str] = Field(default_factory=list, description="hosts of a multi-node run, the head first (SSH names)")
     master_addr: str = "127.0.0.1"
     ray_port: int = Field(6379, ge=1, le=65535)
     socket_ifname: Optional[str] = None
@@ -146,6 +147,14 @@ class RunSpec(BaseModel):
     @classmethod
     def _devices(cls, value: object) -> list[int]:
         return parse_devices(value)
+
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _hosts(cls, value: object) -> list[str]:
+        if value is None:
+            return []
+        items = value.split(",") if isinstance(value, str) else list(value)
+        return [str(v).strip() for v in items if str(v).strip()]
 
     @field_validator("features", "overrides", "oom_features", mode="before")
     @classmethod

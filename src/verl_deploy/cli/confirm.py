@@ -14,7 +14,7 @@ import typer
 from verl_deploy.pipeline import Prepared
 
 SUMMARY: list[tuple[str, tuple[str, ...]]] = [
-    ("hardware", ("device", "devices", "nnodes", "master_addr", "socket_ifname")),
+    ("hardware", ("device", "devices", "nnodes", "nodes", "master_addr", "socket_ifname")),
     ("container", ("container", "image", "http_proxy", "https_proxy")),
     ("paths", ("model_path", "train_file", "test_file", "ckpts_dir")),
     ("training", ("mode", "framework", "verl_version", "train_steps", "batch_size", "lr", "n_resp_per_prompt",
@@ -46,7 +46,7 @@ def show_summary(prepared: Prepared, action: str) -> None:
             continue
         for index, name in enumerate(n for n in names if spec.mode == "one-step-off" or n not in ONE_STEP_OFF_ONLY):
             value, source = shown_value(prepared, name)
-            if (value == "—" and name in ("http_proxy", "https_proxy")) or (name == "master_addr" and spec.nnodes == 1):
+            if (value == "—" and name in ("http_proxy", "https_proxy", "nodes")) or (name == "master_addr" and spec.nnodes == 1):
                 continue
             table.add_row(f"[bold]{group}[/]" if index == 0 else "", name, escape(value), source)
     out.print(table)

@@ -95,6 +95,12 @@ def launch_command(
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
+    if len(spec.nodes) > 1 and chosen != "ray":
+        from verl_deploy.backends.nodes import check_nodes
+
+        node_findings = check_nodes(spec)
+        if node_findings:
+            raise fail(node_findings, as_json=json_output)
     confirm(prepared, f"launch ({chosen} backend)", yes=yes)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,

@@ -9,7 +9,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Run", ("mode", "framework", "device", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
              "https_proxy")),
     ("Paths", ("model_path", "train_file", "test_file", "ckpts_dir", "prompt_key")),
-    ("Hardware", ("devices", "nnodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus")),
+    ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus")),
     ("Hyper-parameters", ("train_steps", "batch_size", "mini_batch_size", "gen_batch_size", "lr", "n_resp_per_prompt",
                           "max_prompt_length", "max_response_length", "temperature", "clip_ratio_low",
                           "clip_ratio_high", "loss_agg_mode", "filter_groups", "filter_groups_metric",

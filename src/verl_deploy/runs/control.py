@@ -91,6 +91,14 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     attempt = Attempt(n=n, features=added, reason=reason, resumed_from_step=last_checkpoint(spec), changes=changes)
     attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
+    if len(spec.nodes) > 1 and record.backend != "ray":
+        from verl_deploy.backends.nodes import start_workers
+
+        try:
+            attempt.handle["workers"] = start_workers(spec, str(attempt_dir / "scripts"))
+        except Exception:
+            backend_for(record).stop(attempt.handle)
+            raise
     record.attempts.append(attempt)
     record.spec = spec_data(spec)
     record.state = "running"
@@ -207,6 +215,19 @@ def _failure_dict(diagnosis) -> dict | None:
             "retryable": diagnosis.retryable, "lines": [{"line": h.line, "text": h.text} for h in diagnosis.lines[:3]]}
 
 
+def stop_attempt(record: RunRecord, attempt: Attempt) -> None:
+    """The attempt's process (or job) and, for multi-node runs, the workers this tool started."""
+    backend_for(record).stop(attempt.handle)
+    end_workers(attempt)
+
+
+def end_workers(attempt: Attempt) -> None:
+    if attempt.handle.get("workers"):
+        from verl_deploy.backends.nodes import stop_workers
+
+        stop_workers(attempt.handle["workers"])
+
+
 def supervise(run_id: str) -> None:
     record = RunRecord.load(run_id)
     record.supervisor_pid = os.getpid()
@@ -216,6 +237,7 @@ def supervise(run_id: str) -> None:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
         record = _reload_keeping(record)
         attempt = record.current
+        end_workers(attempt)
         attempt.exit_code, attempt.ended = code, time.time()
         if record.state == "stopped":  # `verl-deploy stop` while we watched
             record.save()
@@ -255,6 +277,6 @@ def stop_run(record: RunRecord) -> None:
     record.state = "stopped"
     record.save()
     if record.current:
-        backend_for(record).stop(record.current.handle)
+        stop_attempt(record, record.current)
         record.current.ended = time.time()
     record.save()

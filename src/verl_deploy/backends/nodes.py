@@ -1,0 +1,113 @@
+"""The other nodes of a multi-node run, reached over SSH with the user's own config and keys.
+
+BatchMode: a key or an agent must let us in; nothing ever asks for or stores a password. Each
+worker gets the attempt's scripts at the same path and runs `VERL_DEPLOY_ROLE=worker bash
+start_verl.sh` (inside its container when the run uses one), which waits for the head and joins
+it with the node's devices. The head's start_verl.sh waits until every node has joined.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from verl_deploy.findings import Finding, error
+from verl_deploy.spec import RunSpec
+
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
+# extra ssh/scp options, e.g. "-F /path/to/ssh_config" (ssh reads ~/.ssh/config of the passwd home, not $HOME)
+EXTRA_OPTIONS_ENV = "VERL_DEPLOY_SSH_OPTIONS"
+
+
+def ssh_options() -> list[str]:
+    return SSH_OPTIONS + shlex.split(os.environ.get(EXTRA_OPTIONS_ENV, ""))
+# nodes that share a host (tests, or several containers on one machine) need their own Ray ports
+WORKER_ARGS_ENV = "WORKER_RAY_START_ARGS"
+
+
+class NodeError(Exception):
+    """One line naming the node."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    ok: bool
+    out: str
+    err: str
+
+
+def ssh(host: str, command: str, timeout: float = 120) -> Reply:
+    try:
+        done = subprocess.run(["ssh", *ssh_options(), host, command], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Reply(False, "", f"no answer within {timeout:g} s")
+    return Reply(done.returncode == 0, done.stdout, done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "")
+
+
+def check_nodes(spec: RunSpec) -> list[Finding]:
+    """Every worker answers over SSH, sees the model and data paths, and has the devices the layout needs."""
+    from verl_deploy.preflight.devices import parse_npu_smi, parse_nvidia_smi
+
+    findings: list[Finding] = []
+    tool = "npu-smi info" if spec.device == "npu" else "nvidia-smi"
+    paths = " ".join(shlex.quote(p) for p in (spec.model_path, spec.train_file, spec.test_file))
+    for host in spec.nodes[1:]:
+        reply = ssh(host, f"for p in {paths}; do [ -e \"$p\" ] || echo \"missing $p\"; done; {tool}", timeout=60)
+        if not reply.ok and not reply.out:
+            findings.append(error("nodes", f"{host} does not answer over SSH: {reply.err or 'no reason given'}",
+                                  f"make `ssh -o BatchMode=yes {host} true` work (keys or an agent; no passwords)"))
+            continue
+        missing = [line[8:] for line in reply.out.splitlines() if line.startswith("missing ")]
+        if missing:
+            findings.append(error("nodes", f"{host} does not see {', '.join(missing)}",
+                                  "put model and data on storage every node mounts at the same path"))
+        table = (parse_npu_smi if spec.device == "npu" else parse_nvidia_smi)(reply.out)
+        have = {d.id for d in table.devices}
+        if not have:
+            findings.append(error("nodes", f"{host}: `{tool}` shows no device", "check the node's driver"))
+        elif not set(spec.devices) <= have:
+            findings.append(error("nodes", f"{host} has devices {sorted(have)}, the layout needs {spec.devices} on "
+                                           f"every node", "use the same devices on every node (--devices)"))
+    return findings
+
+
+def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
+    """Copy the scripts to every worker and start its Ray node in the background; returns what to stop later."""
+    workers = []
+    quoted = shlex.quote(scripts_dir)
+    extra = os.environ.get(WORKER_ARGS_ENV, "")
+    env = f"VERL_DEPLOY_ROLE=worker RAY_START_ARGS={shlex.quote(extra)}"
+    for host in spec.nodes[1:]:
+        made = ssh(host, f"mkdir -p {quoted}")
+        if not made.ok:
+            raise NodeError(f"{host}: cannot create {scripts_dir}: {made.err}")
+        copied = subprocess.run(["scp", "-q", *ssh_options(), "-r", f"{scripts_dir}/.", f"{host}:{scripts_dir}/"],
+                                capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        if copied.returncode != 0:
+            raise NodeError(f"{host}: copying the scripts failed: {copied.stderr.strip()[-200:]}")
+        if spec.container:
+            name = shlex.quote(spec.container)
+            command = (f"docker cp {quoted} {name}:{quoted} && docker exec -d "
+                       f"-e VERL_DEPLOY_ROLE=worker -e RAY_START_ARGS={shlex.quote(extra)} {name} "
+                       f"bash {quoted}/start_verl.sh && echo container")
+        else:
+            command = (f"cd {quoted} && {{ nohup env {env} bash start_verl.sh > worker.log 2>&1 < /dev/null & "
+                       f"echo $!; }}")
+        started = ssh(host, command)
+        if not started.ok:
+            raise NodeError(f"{host}: starting the worker failed: {started.err}")
+        workers.append({"host": host, "pid": started.out.strip().splitlines()[-1] if started.out.strip() else None,
+                        "directory": scripts_dir, "container": spec.container})
+    return workers
+
+
+def stop_workers(workers: list[dict]) -> None:
+    for worker in workers or []:
+        if worker.get("container"):
+            ssh(worker["host"], f"docker exec {shlex.quote(worker['container'])} ray stop", timeout=60)
+        elif worker.get("pid") and str(worker["pid"]).isdigit():
+            ssh(worker["host"], f"kill {worker['pid']} 2>/dev/null; sleep 1; kill -9 {worker['pid']} 2>/dev/null; true",
+                timeout=60)
