@@ -225,3 +225,13 @@ def test_print_commands_for_multi_node(tmp_path):
     assert workers == [f"env VERL_DEPLOY_ROLE=worker bash {out}/start_verl.sh"]
     assert commands["the head (10.0.0.1)"][0].startswith(f"bash {out}/start_verl.sh")
     assert "WANT_NODES=3" in (out / "start_verl.sh").read_text()
+
+
+def test_nodes_from_a_host_file_set_nnodes_and_the_head(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# head first\nnode-a\nuser@node-b  # second\n")
+    plan = json.loads(run_cli("plan", "--nodes", f"@{hosts}", "--json").stdout)
+    assert plan["spec"]["nodes"] == ["node-a", "user@node-b"] and plan["spec"]["nnodes"] == 2
+    assert plan["spec"]["master_addr"] == "node-a" and plan["sources"]["nnodes"] == "derived"
+    bad = run_cli("plan", "--nodes", "a,$(reboot)")
+    assert bad.returncode == 1 and "is not a host name" in bad.stderr and "Traceback" not in bad.stderr

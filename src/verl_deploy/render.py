@@ -86,7 +86,7 @@ def render_scripts(plan: Plan) -> dict[str, str]:
         **common, set_env_scripts=plan.platform.set_env_scripts, env=plan.env, master_addr=spec.master_addr,
         ray_port=spec.ray_port, swanlab_env=swanlab_env(plan),
         ray_resources=plan.platform.ray_resource_args(len(spec.devices)), nnodes=spec.nnodes,
-        devices_per_node=len(spec.devices), ray_resource=plan.platform.ray_resource)
+        devices_per_node=len(spec.devices), ray_resource=plan.platform.ray_resource, nodes=spec.nodes)
     run = env.get_template("run_training.sh.j2").render(
         **common, feature_line=f"mask {plan.mask}; {states}", groups=[g for g in groups if g[1]],
         run_dir=spec.run_dir, entry_file=entry_file, entry_hint=entry_hint,

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from verl_deploy.findings import Finding, UserError, error
 from verl_deploy.secrets import load_swanlab_key
-from verl_deploy.spec import RunSpec, field_names
+from verl_deploy.spec import RunSpec, field_names, parse_hosts
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
 ENV_VARS: dict[str, str] = {
@@ -156,8 +156,10 @@ def resolve(
 
     nodes = values.get("nodes")
     if nodes:
-        hosts = nodes.split(",") if isinstance(nodes, str) else list(nodes)
-        hosts = [h.strip() for h in hosts if str(h).strip()]
+        try:
+            hosts = parse_hosts(nodes)
+        except ValueError as exc:
+            raise UserError([error("nodes", str(exc), "give --nodes h1,h2 or --nodes @hostfile")]) from None
         if "nnodes" not in values:
             values["nnodes"], sources["nnodes"] = len(hosts), "derived"
         if "master_addr" not in values and hosts:

@@ -48,6 +48,25 @@ def parse_devices(value: object) -> list[int]:
     return devices
 
 
+def parse_hosts(value: object) -> list[str]:
+    """"h1,h2", a list, or "@hostfile" (one host per line, # comments): the head first."""
+    if value is None:
+        return []
+    if isinstance(value, str) and value.startswith("@"):
+        try:
+            lines = open(value[1:], encoding="utf-8").read().splitlines()
+        except OSError as exc:
+            raise ValueError(f"cannot read the host file {value[1:]!r}: {exc.strerror}") from None
+        items: list = [line.split("#", 1)[0] for line in lines]
+    else:
+        items = value.split(",") if isinstance(value, str) else list(value)
+    hosts = [str(v).strip() for v in items if str(v).strip()]
+    for host in hosts:
+        if not re.fullmatch(r"[A-Za-z0-9._:@\[\]-]+", host):
+            raise ValueError(f"{host!r} is not a host name or address")
+    return hosts
+
+
 class RunSpec(BaseModel):
     """The resolved run. Frozen: a change (e.g. a feature added on OOM) makes a new spec."""
 
@@ -151,10 +170,7 @@ class RunSpec(BaseModel):
     @field_validator("nodes", mode="before")
     @classmethod
     def _hosts(cls, value: object) -> list[str]:
-        if value is None:
-            return []
-        items = value.split(",") if isinstance(value, str) else list(value)
-        return [str(v).strip() for v in items if str(v).strip()]
+        return parse_hosts(value)
 
     @field_validator("features", "overrides", "oom_features", mode="before")
     @classmethod

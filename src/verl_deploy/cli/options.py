@@ -45,8 +45,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("devices", Optional[str], _opt("--devices", "--npu-devices", help="Device ids, e.g. 0,1,2,3 or 0-7.",
                                     rich_help_panel="Hardware")),
     ("nnodes", Optional[int], _opt("--nnodes", help="Number of nodes.", rich_help_panel="Hardware")),
-    ("nodes", Optional[str], _opt("--nodes", help="Hosts of a multi-node run, head first: h1,h2 (SSH names; launch "
-                                  "starts the workers over SSH).", rich_help_panel="Hardware")),
+    ("nodes", Optional[str], _opt("--nodes", help="Hosts of a multi-node run, head first: h1,h2 or @hostfile (SSH "
+                                  "names; launch starts the workers over SSH).", rich_help_panel="Hardware")),
     ("master_addr", Optional[str], _opt("--master-addr", help="Address of the Ray head.", rich_help_panel="Hardware")),
     ("socket_ifname", Optional[str], _opt("--socket-ifname", help="Network interface for HCCL/NCCL/GLOO.",
                                           rich_help_panel="Hardware")),

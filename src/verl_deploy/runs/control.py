@@ -256,7 +256,15 @@ def supervise(run_id: str) -> None:
             reason = decision.reason + (f"; resuming from step {record.last_checkpoint_step}, {lost} step(s) redone"
                                         if record.last_checkpoint_step else "; no checkpoint yet: from the start")
             record.save()
-            start_attempt(record, new_spec, reason, decision.added, decision.changes)
+            try:
+                start_attempt(record, new_spec, reason, decision.added, decision.changes)
+            except Exception as exc:  # the retry itself could not start: say so instead of dying silently
+                record.state = "failed"
+                record.failure = {**(attempt.failure or {}), "decision": f"{decision.reason}; the retry could not "
+                                                                        f"start: {exc}"}
+                notify.notice(record, "failed: the retry could not start", failure=record.failure)
+                record.save()
+                return
             continue
         record.state = "failed"
         record.failure = {**(attempt.failure or {"class": None, "cause": None, "fix": None}), "decision": decision.reason}
