@@ -217,3 +217,11 @@ def test_the_seed_run_scripts_launch(trainer):
         final = wait_for(trainer, run["id"], lambda d: d["state"] in ("succeeded", "failed"))
         record = json.loads((Path(run["directory"]) / "run.json").read_text())
         assert final["state"] == "succeeded" and record["spec"]["mode"] == mode and final["total_steps"] == 4
+
+
+def test_status_of_an_unknown_run_is_one_finding_also_in_json(trainer):
+    result = run_cli("status", "nope", "--json", env=trainer["env"])
+    assert result.returncode == 1
+    assert json.loads(result.stdout)["findings"][0]["message"] == "no run 'nope'"
+    human = run_cli("logs", env=trainer["env"])
+    assert human.returncode == 1 and "no runs yet" in human.stderr and "Traceback" not in human.stderr

@@ -202,7 +202,7 @@ def _follow(run_id: str, quiet: bool):
         time.sleep(0.5)
 
 
-def _load(run_id: Optional[str]):
+def _load(run_id: Optional[str], as_json: bool = False):
     from verl_deploy.cli.output import fail
     from verl_deploy.findings import error
     from verl_deploy.runs.record import RunRecord, find_run
@@ -210,7 +210,8 @@ def _load(run_id: Optional[str]):
     found = find_run(run_id)
     if found is None:
         raise fail([error("run", f"no run {run_id!r}" if run_id else "no runs yet",
-                          "see `verl-deploy runs`" if run_id else "start one with `verl-deploy launch`")])
+                          "see `verl-deploy runs`" if run_id else "start one with `verl-deploy launch`")],
+                   as_json=as_json)
     return RunRecord.load(found)
 
 
@@ -245,7 +246,7 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     from verl_deploy.runs.control import ensure_supervised
     from verl_deploy.watch.describe import duration, number
 
-    record = ensure_supervised(_load(run_id))
+    record = ensure_supervised(_load(run_id, json_output))
     if json_output:
         _print_json(record.status_document())
         return
