@@ -225,3 +225,16 @@ def test_status_of_an_unknown_run_is_one_finding_also_in_json(trainer):
     assert json.loads(result.stdout)["findings"][0]["message"] == "no run 'nope'"
     human = run_cli("logs", env=trainer["env"])
     assert human.returncode == 1 and "no runs yet" in human.stderr and "Traceback" not in human.stderr
+
+
+def test_a_swanlab_key_piped_on_stdin_is_read_once_and_reaches_the_run(trainer):
+    full = {**os.environ, **trainer["env"], "COLUMNS": "200"}
+    result = subprocess.run([*VERL_BIN, "launch", *trainer["args"], "--swanlab", "yes", "--swanlab-mode", "local",
+                             "--swanlab-api-key", "-", "--json"], input="sk-piped-4242\n", capture_output=True,
+                            text=True, env=full, timeout=240)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads(result.stdout)
+    scripts = Path(run["log"]).parent / "scripts"
+    assert "sk-piped-4242" in (scripts / "swanlab.env").read_text()
+    assert "sk-piped-4242" not in result.stdout + result.stderr
+    wait_for(trainer, run["id"], lambda d: d["state"] in ("succeeded", "failed"))

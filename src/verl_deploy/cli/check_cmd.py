@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, List, Optional
 
 import typer
@@ -78,16 +77,13 @@ def check_command(
     """Probe the host (or the run's container) and say whether the training can run here."""
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import fail, print_json
+    from verl_deploy.cli.run_common import check_with
     from verl_deploy.findings import UserError
-    from verl_deploy.preflight.run import run_check
     from verl_deploy.preflight.saved import save_detected
-    from verl_deploy.sources import resolve
 
     try:
         flags, config_file = flags_from(options)
-        result = run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
-                                                    detected=detected),
-                           search_roots=search_root, timeout=probe_timeout)
+        result = check_with(flags, config_file, search_roots=search_root, timeout=probe_timeout)
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
     saved_to = str(save_detected(result.detected)) if save else None

@@ -45,7 +45,7 @@ def init_command(
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import console, fail
     from verl_deploy.findings import UserError, error
-    from verl_deploy.preflight.run import run_check
+    from verl_deploy.cli.run_common import check_with
     from verl_deploy.preflight.saved import save_detected
     from verl_deploy.secrets import save_swanlab_key
     from verl_deploy.sources import resolve
@@ -61,9 +61,7 @@ def init_command(
         flags, _ = flags_from(options)
         config_file = str(config_path) if config_path.exists() else None
         with err.status("probing this host (verl-deploy check)…"):
-            result = run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
-                                                        detected=detected),
-                               search_roots=search_root, timeout=10.0)
+            result = check_with(flags, config_file, search_roots=search_root)
         save_detected(result.detected)
     except UserError as exc:
         raise fail(exc.findings) from None
@@ -98,15 +96,11 @@ def init_command(
 def _apply(*, spec_config: str, flags: dict, output_dir: str, yes: bool) -> None:
     from verl_deploy.cli.confirm import confirm
     from verl_deploy.cli.output import console, fail
-    from verl_deploy.findings import Finding, UserError
-    from verl_deploy.pipeline import prepare
-    from verl_deploy.preflight.saved import load_detected
+    from verl_deploy.cli.run_common import prepare_from_flags
+    from verl_deploy.findings import Finding
     from verl_deploy.render import plan_document, write_outputs
 
-    try:
-        prepared = prepare(flags=flags, environ=os.environ, config_file=spec_config, detected=load_detected()[0])
-    except UserError as exc:
-        raise fail(exc.findings) from None
+    prepared = prepare_from_flags(flags, spec_config)
     if not prepared.ok or prepared.plan is None:
         raise fail(prepared.findings)
     confirm(prepared, f"write the scripts to {output_dir}", yes=yes)

@@ -60,13 +60,19 @@ def launch_command(
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
     from verl_deploy.cli.confirm import confirm
+    from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import fail, print_findings
-    from verl_deploy.cli.run_common import prepare_from_options
-    from verl_deploy.findings import error
+    from verl_deploy.cli.run_common import check_with, prepare_from_flags
+    from verl_deploy.findings import UserError, error
     from verl_deploy.runs.control import LaunchError
     from verl_deploy.runs.launch import launch
 
-    prepared = prepare_from_options(options, as_json=json_output)
+    try:
+        flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    prepared = prepare_from_flags(flags, config_file, ignore_detected=bool(options.get("ignore_detected")),
+                                  as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
     spec = prepared.spec
@@ -81,15 +87,7 @@ def launch_command(
     if chosen == "ray":
         backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
     elif not skip_check:
-        from verl_deploy.preflight.run import run_check
-        from verl_deploy.sources import resolve
-
-        from verl_deploy.cli.options import flags_from
-
-        flags, config_file = flags_from(options)
-        checked = run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
-                                                     detected=detected),
-                            search_roots=search_root)
+        checked = check_with(flags, config_file, search_roots=search_root)
         errors = [f for f in checked.findings if f.level == "error"]
         if errors:
             print_findings(errors)
