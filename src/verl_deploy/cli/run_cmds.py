@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -12,6 +11,7 @@ import typer
 
 from verl_deploy.cli import app
 from verl_deploy.cli.options import spec_options
+from verl_deploy.cli.output import print_json
 
 LAUNCH_EPILOG = """\
 Examples:
@@ -108,10 +108,10 @@ def launch_command(
     if follow:
         record = _follow(record.id, json_output)
         if json_output:
-            _print_json(record.status_document())
+            print_json(record.status_document())
         raise typer.Exit(code=0 if record.state == "succeeded" else 1)
     if json_output:
-        _print_json(record.status_document())
+        print_json(record.status_document())
         return
     _announce(record)
 
@@ -151,10 +151,6 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
     if findings and not json_output:
         print_findings(findings)
     return {"address": address, "env": env}
-
-
-def _print_json(data: dict) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
 def _announce(record) -> None:
@@ -223,7 +219,7 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
 
     records = [RunRecord.load(i) for i in list_runs()]
     if json_output:
-        _print_json({"runs": [r.status_document() for r in records]})
+        print_json({"runs": [r.status_document() for r in records]})
         return
     table = Table(box=None, header_style="bold")
     for column in ("id", "state", "step", "attempts", "backend", "model"):
@@ -246,7 +242,7 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
 
     record = ensure_supervised(_load(run_id, json_output))
     if json_output:
-        _print_json(record.status_document())
+        print_json(record.status_document())
         return
     out = console()
     spec = record.spec
@@ -319,9 +315,9 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
                 sys.stdout.write(f"--- attempt {attempt.n}: {attempt.reason} ---\n")
                 continue
             if record.state in TERMINAL and os.path.getsize(attempt.log) <= follower.offset + len(follower.partial):
-                for line in [follower.take_partial().decode("utf-8", errors="replace")]:
-                    if line and wanted(line):
-                        sys.stdout.write(line + "\n")
+                last = follower.take_partial().decode("utf-8", errors="replace")  # a last line without newline
+                if last and wanted(last):
+                    sys.stdout.write(last + "\n")
                 return
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -333,9 +329,10 @@ def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id o
     """Stop the training and the Ray session this tool started for it; checkpoints are kept."""
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import stop_run
+    from verl_deploy.runs.record import TERMINAL
 
     record = _load(run_id)
-    if record.state in ("succeeded", "failed", "stopped"):
+    if record.state in TERMINAL:
         console().print(f"run {record.id} already {record.state}")
         return
     stop_run(record)

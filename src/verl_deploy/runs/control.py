@@ -235,11 +235,10 @@ def supervise(run_id: str) -> None:
     backend = backend_for(record)
     while record.state not in TERMINAL:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
-        record = _reload_keeping(record)
         attempt = record.current
         end_workers(attempt)
         attempt.exit_code, attempt.ended = code, time.time()
-        if record.state == "stopped":  # `verl-deploy stop` while we watched
+        if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             record.save()
             return
         if code == 0 and not stopped_by_us:
@@ -271,13 +270,6 @@ def supervise(run_id: str) -> None:
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         record.save()
-
-
-def _reload_keeping(record: RunRecord) -> RunRecord:
-    """Take a `stop` from another process into account without losing what we just learned."""
-    if record.stop_requested:
-        record.state = "stopped"
-    return record
 
 
 def stop_run(record: RunRecord) -> None:
