@@ -9,9 +9,9 @@ their values are not in argv either.
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass, field
 
+from verl_deploy.preflight.commands import Result, run
 from verl_deploy.spec import RunSpec
 
 LOGIN_FILES = ("netrc", ".netrc", "config.json")
@@ -41,18 +41,11 @@ def _argv(spec: RunSpec, argv: list[str], *, stdin: bool = False, env_names: tup
     return ["docker", "exec", *flags, spec.container, *argv]
 
 
-def _run(argv: list[str], *, input: str | None = None, env: dict | None = None, timeout: float = 600):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, input=input, env=env, timeout=timeout)
-    except FileNotFoundError:
-        return subprocess.CompletedProcess(argv, 127, "", f"{argv[0]}: command not found")
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]}: timed out after {timeout:g} s")
-
-
-def _tail(result: subprocess.CompletedProcess) -> str:
+def _tail(result: Result) -> str:
     lines = (result.stderr.strip() or result.stdout.strip()).splitlines()
-    return lines[-1][:200] if lines else f"exit {result.returncode}"
+    if lines:
+        return lines[-1][:200]
+    return "command not found" if result.missing else ("timed out" if result.timed_out else f"exit {result.returncode}")
 
 
 def setup_swanlab(spec: RunSpec, key: str) -> SetupReport:
@@ -61,23 +54,23 @@ def setup_swanlab(spec: RunSpec, key: str) -> SetupReport:
     report = SetupReport(where)
     proxies = {name: getattr(spec, name) for name in ("http_proxy", "https_proxy") if getattr(spec, name)}
     env = {**os.environ, **proxies}
-    version = _run(_argv(spec, ["swanlab", "--version"]), env=env, timeout=60)
-    if version.returncode != 0:
+    version = run(_argv(spec, ["swanlab", "--version"]), 60, env=env)
+    if not version.ok:
         report.steps.append(f"swanlab missing in {where}: pip install swanlab")
-        install = _run(_argv(spec, ["pip", "install", "swanlab"], env_names=tuple(proxies)), env=env)
-        if install.returncode != 0:
+        install = run(_argv(spec, ["pip", "install", "swanlab"], env_names=tuple(proxies)), 600, env=env)
+        if not install.ok:
             raise SwanLabSetupError(f"pip install swanlab failed in {where}: {_tail(install)}",
                                     "check the network or pass --http-proxy/--https-proxy")
         report.installed_now = True
     else:
         report.steps.append(f"swanlab {version.stdout.strip().split()[-1] if version.stdout.strip() else ''} in {where}")
     login = ["swanlab", "login"] + (["--host", spec.swanlab_host] if spec.swanlab_host else [])
-    result = _run(_argv(spec, login, stdin=True), input=key + "\n", env=env, timeout=120)
-    if result.returncode != 0:
+    result = run(_argv(spec, login, stdin=True), 120, input=key + "\n", env=env)
+    if not result.ok:
         raise SwanLabSetupError(f"swanlab login failed in {where}: {_tail(result)}",
                                 "check the API key and --swanlab-host (`verl-deploy check --swanlab yes` tests the host)")
     report.steps.append(f"logged in{' to ' + spec.swanlab_host if spec.swanlab_host else ''} (key on stdin)")
-    listing = _run(_argv(spec, ["sh", "-c", "ls -a ~/.swanlab 2>/dev/null"]), env=env, timeout=60)
+    listing = run(_argv(spec, ["sh", "-c", "ls -a ~/.swanlab 2>/dev/null"]), 60, env=env)
     if not set(listing.stdout.split()) & set(LOGIN_FILES):
         raise SwanLabSetupError(f"swanlab login left no login file in ~/.swanlab ({where})",
                                 "run `swanlab login` by hand there and look at its message")

@@ -9,6 +9,7 @@ what the training will see.
 from __future__ import annotations
 
 import glob as globbing
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -47,12 +48,14 @@ class Result:
         return None
 
 
-def run(argv: list[str], timeout: float = DEFAULT_TIMEOUT) -> Result:
-    if shutil.which(argv[0]) is None:
+def run(argv: list[str], timeout: float = DEFAULT_TIMEOUT, *, input: str | None = None,
+        env: dict | None = None) -> Result:
+    """argv with a timeout; `input` goes to its stdin (else stdin is closed)."""
+    if shutil.which(argv[0], path=(env or os.environ).get("PATH")) is None:
         return Result(tuple(argv), None, missing=True)
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace",
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, errors="replace", input=input,
+                              env=env, stdin=None if input is not None else subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         return Result(tuple(argv), None, out, timed_out=True)
