@@ -57,6 +57,10 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                        rich_help_panel="Hardware")),
     ("https_proxy", Optional[str], _opt("--https-proxy", help="HTTPS proxy for a new container and pip in it.",
                                         rich_help_panel="Hardware")),
+    ("device_memory_gb", Optional[float], _opt("--device-memory-gb", help="Memory of one device in GiB for the "
+                                               "memory estimate (default: what check found, else the device "
+                                               "name's default, e.g. 64 for 910B3, 80 for H100).",
+                                               rich_help_panel="Hardware")),
     ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off: trainer devices (default 4).",
                                          rich_help_panel="Hardware")),
     ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off: rollout devices (default 4).",
