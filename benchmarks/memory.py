@@ -89,6 +89,8 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
         if number(row["fsdp_size"]):
             overrides.append(f"{A}actor.fsdp_config.fsdp_size={int(number(row['fsdp_size']))}")
     flags["gen_tp"] = int(number(row["rollout_tp"]) or 1)
+    if (number(row["rollout_ep"]) or 1) > 1:
+        overrides.append(f"{A}rollout.expert_parallel_size={int(number(row['rollout_ep']))}")
     features = []
     if truthy(row["remove_padding"]):
         features.append("remove_padding")

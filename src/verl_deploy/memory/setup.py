@@ -32,6 +32,7 @@ class Setup:
     sp: int  # FSDP Ulysses
     fsdp_size: int
     rollout_tp: int
+    rollout_ep: int
     prompt_len: int
     response_len: int
     batch_size: int
@@ -154,6 +155,7 @@ def setup_from_plan(plan) -> Setup:
         sp=max(1, _int(read("ulysses_sequence_parallel_size"), 1)) if spec.framework == "fsdp" else 1,
         fsdp_size=_int(read("fsdp_size"), -1),
         rollout_tp=max(1, _int(read("rollout_tp"), spec.rollout_tp)),
+        rollout_ep=max(1, _int(read("rollout_ep"), 1)),
         prompt_len=spec.max_prompt_length, response_len=spec.max_response_length,
         batch_size=spec.batch_size, mini_batch_size=_int(read("ppo_mini_batch_size"), spec.effective_mini_batch_size),
         n_resp=spec.n_resp_per_prompt, dynamic_bsz=dynamic,

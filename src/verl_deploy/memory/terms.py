@@ -129,11 +129,13 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
         recomputed = layers if s.recompute_method != "block" else min(layers, s.recompute_layers or layers)
     else:
         recomputed = 0
-    per_mb = tokens * (recomputed * keep + (layers - recomputed) * full + (full if recomputed else 0)) / s.tp
+    stored = tokens * (recomputed * keep + (layers - recomputed) * full) / s.tp
+    working = tokens * full / s.tp if recomputed else 0  # the one layer being recomputed
     in_flight = min(s.pp, max(1, s.mini_batch_size * s.n_resp // max(1, s.dp))) if s.pp > 1 else 1
     text = (f"{tokens} tokens x ({recomputed} recomputed layers x {keep} B + {layers - recomputed} layers x {full} B) "
-            f"/ TP {s.tp}" + (f" x {in_flight} micro-batches in flight (PP {s.pp})" if in_flight > 1 else ""))
-    return Term(per_mb * in_flight, text)
+            f"/ TP {s.tp}" + (f" x {in_flight} micro-batches in flight (PP {s.pp})" if in_flight > 1 else "")
+            + (" + one layer recomputing" if recomputed else ""))
+    return Term(stored * in_flight + working, text)
 
 
 def forward_activations(m: ModelShape, s: Setup, tokens: int) -> Term:
@@ -166,6 +168,10 @@ def logits(m: ModelShape, s: Setup, tokens: int, *, training: bool, entropy: boo
 # ---- rollout ---------------------------------------------------------------------------------
 
 def rollout_weights(m: ModelShape, s: Setup) -> Term:
+    if m.is_moe and s.rollout_ep > 1:
+        return Term(m.dense_params() * 2 / s.rollout_tp + m.expert_params() * 2 / s.rollout_ep,
+                    f"{_b(m.dense_params())} x 2 B / rollout TP {s.rollout_tp} + experts {_b(m.expert_params())} "
+                    f"x 2 B / rollout EP {s.rollout_ep}")
     return Term(m.params() * 2 / s.rollout_tp, f"{_b(m.params())} x 2 B (bf16) / rollout TP {s.rollout_tp}")
 
 
