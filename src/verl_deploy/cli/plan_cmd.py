@@ -40,6 +40,7 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     if json_output:
         document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
         document["ok"] = prepared.ok
+        document["memory"] = prepared.memory.to_dict() if prepared.memory is not None else None
         document["command"] = ["python3", *prepared.plan.argv()]
         print_json(document)
     else:
