@@ -21,6 +21,8 @@ Examples:
 
   verl-deploy plan --framework fsdp --device gpu --verl-version 0.9.1 --json | jq .overrides
 
+  verl-deploy plan --device-memory-gb 32 --json | jq '.memory | {peak_gb, fits, needs}'   # a 910B4
+
 Exit status: 0 when there is no error, 1 otherwise (the findings say what and how to fix it).
 """
 

@@ -91,3 +91,21 @@ def assumptions(spec, setup: Setup, how: str, device) -> list[str]:
     found.append("offloaded parameters and optimizer state are loaded back for the actor update (verl's "
                  "workers do), so offload lowers the rollout and log-prob peaks, not the update's")
     return found
+
+
+def record_oom(spec, phase: str | None, added: str, path: Path | None = None) -> bool:
+    """Append an OOM the recovery ladder saw to the calibration log; False when it cannot be keyed."""
+    from verl_deploy.compiler import compile_plan
+    from verl_deploy.profiles import Profile, profile_for
+
+    profile = profile_for(spec.verl_version)
+    if not isinstance(profile, Profile):
+        return False
+    shape, _ = load_shape(spec.model_path)
+    if shape is None:
+        return False
+    setup = setup_from_plan(compile_plan(spec, profile))
+    device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+    calibration.append(calibration.Entry(shape.name, setup.layout(), device.total_gb, phase or "actor_update",
+                                         tuple(_features_on(setup)), added), path)
+    return True
