@@ -127,3 +127,16 @@ def test_the_calibration_benchmark_runs_and_prints_its_share():
     # floor: the shared half is 18 "ran" to 1 OOM, so a coin flip scores about 50 %; 60 % is a regression
     # alarm, not the figure (the figure and its misses are in the README)
     assert right / total >= 0.6
+
+
+def test_check_detects_the_device_memory_the_estimate_uses(npu_host):
+    env = npu_host["env"]
+    run_cli("check", "--json", "--search-root", str(npu_host["root"]), env=env)
+    detected = json.loads((Path(env["VERL_DEPLOY_STATE_DIR"]) / "detected.json").read_text())["values"]
+    assert detected["device_memory_gb"] == 64.0 and "910B3" in detected["device_name"]  # npu-smi: 65536 MB
+    assert detected["host_memory_gb"] > 0
+    plan = json.loads(run_cli("plan", "--json", env=env).stdout)
+    assert plan["memory"]["device_gb"] == 64.0 and plan["sources"]["device_memory_gb"] == "detected"
+    assert any("device_memory_gb from detected" in a for a in plan["memory"]["assumptions"])
+    smaller = json.loads(run_cli("plan", "--json", "--device-memory-gb", "32", env=env).stdout)
+    assert smaller["memory"]["device_gb"] == 32.0  # a flag beats what was detected
