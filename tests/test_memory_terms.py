@@ -138,3 +138,46 @@ def test_a_plan_that_cannot_fit_names_what_would(tmp_path):
     assert memory.needs and memory.needs[0] == "offload"
     warning = [f for f in prepared.findings if f.field == "memory"]
     assert warning and "will not fit" in warning[0].message and "offload" in warning[0].fix
+
+
+def test_free_cache_engine_off_keeps_the_engine_share_during_training(tmp_path):
+    base = dict(framework="fsdp", device="gpu", devices="0-7", gen_tp=2, allow_tp_mismatch=True)
+    _, _, asleep = setup_and_shape(tmp_path / "a", "Qwen3-8B", **base)
+    _, _, awake = setup_and_shape(tmp_path / "b", "Qwen3-8B", **base,
+                                  overrides=[f"{A}rollout.free_cache_engine=False"])
+    share = 0.6 * asleep.memory.device.usable_gb
+    overhead = terms.engine_overhead(setup_from_plan(asleep.plan)).gb
+    for phase in ("log_prob", "actor_update"):
+        assert awake.memory.phase_gb(phase) - asleep.memory.phase_gb(phase) == pytest.approx(share - overhead)
+    assert "rollout_weights" not in awake.memory.phases["weight_sync"]  # inside the share, not twice
+
+
+def test_a_calibration_lesson_requires_everything_that_was_on_plus_the_fix(tmp_path):
+    from verl_deploy.memory import calibration
+
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4,
+                                     train_pp=2)
+    log = tmp_path / "calibration.jsonl"
+    layout = prepared.memory.layout
+    calibration.append(calibration.Entry("Qwen3-8B", layout, 64.0, "actor_update", ("offload",), "recompute"), log)
+    estimate, _ = estimate_plan(prepared.plan, calibration_file=log)
+    assert not estimate.fits and estimate.needs[:2] == ["offload", "recompute"]
+    assert "OOM in actor_update with offload" in estimate.observed["actor_update"]
+    elsewhere, _ = estimate_plan(prepared.plan, calibration_file=tmp_path / "missing.jsonl")
+    assert elsewhere.fits  # no log, no lesson
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"hidden_size": "big"}', "[1, 2]", '{"hidden_size": 0}'])
+def test_a_damaged_config_json_falls_back_on_the_name_or_says_why(tmp_path, content):
+    known = tmp_path / "Qwen3-8B-Instruct"
+    unknown = tmp_path / "my-model"
+    for folder in (known, unknown):
+        folder.mkdir()
+        (folder / "config.json").write_text(content)
+    shape, how = load_shape(str(known))
+    assert shape is not None and shape.params() == QWEN3_8B and "could not be used" in how
+    spec = resolve(flags={"model_path": str(unknown)}, environ={}, detected={})
+    prepared = prepare_spec(spec, check_verl=False)
+    assert prepared.memory is None and "could not be used" in prepared.memory_note
+    note = [f for f in prepared.findings if f.field == "memory"]
+    assert note and note[0].level == "info"

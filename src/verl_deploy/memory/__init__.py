@@ -50,7 +50,8 @@ def estimate_plan(plan, *, use_calibration: bool = True,
             seen = f"calibration log: OOM in {lesson.phase} with {', '.join(lesson.features_on) or 'no memory features'}"
             if lesson.added in MEMORY_FEATURES[setup.framework] and lesson.added not in on:
                 estimate.observed[lesson.phase] = f"{seen}; fixed by adding {lesson.added}"
-                required.append(lesson.added)
+                required += [f for f in (*lesson.features_on, lesson.added)
+                             if f in MEMORY_FEATURES[setup.framework] and f not in on]
             elif lesson.added.startswith("gpu_memory_utilization="):
                 try:
                     lowered = float(lesson.added.split("=", 1)[1])
@@ -60,7 +61,8 @@ def estimate_plan(plan, *, use_calibration: bool = True,
                     estimate.observed[lesson.phase] = f"{seen}; the ladder lowered {lesson.added}"
                     knob_needs.append(lesson.added)
     if not estimate.fits:
-        estimate.needs = list(dict.fromkeys(find_needs(shape, setup, device, required) + knob_needs))
+        estimate.needs = list(dict.fromkeys(find_needs(shape, setup, device, list(dict.fromkeys(required)))
+                                            + knob_needs))
     estimate.assumptions = assumptions(spec, setup, how, device)
     return estimate, how
 

@@ -75,9 +75,12 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     phases["rollout"] = rollout_terms(m, s, usable_gb)
     if s.colocated:
         sync = _resident(m, s, params_loaded=True, optimizer_loaded=False)
-        sync["rollout_weights"] = t.rollout_weights(m, s)
+        if s.free_cache_engine:  # woken weights first, the KV cache after the sync
+            sync["rollout_weights"] = t.rollout_weights(m, s)
+            sync["engine_overhead"] = t.engine_overhead(s)
+        else:  # the engine never slept: its whole share (weights included) is there
+            sync.update(_engine_while_training(s, usable_gb))
         sync["sync_bucket"] = t.Term(t.WEIGHT_SYNC_BUCKET, "update_weights_bucket_megabytes 2048")
-        sync.update(_engine_while_training(s, usable_gb) if not s.free_cache_engine else {"engine_overhead": t.engine_overhead(s)})
         phases["weight_sync"] = sync
 
     tokens, why = t.tokens_per_device(s, log_prob=True)

@@ -83,7 +83,7 @@ class Setup:
 
     @property
     def fsdp_shards(self) -> int:
-        return self.world if self.fsdp_size in (-1, 0) or self.fsdp_size > self.world else self.fsdp_size
+        return self.world if self.fsdp_size < 1 or self.fsdp_size > self.world else self.fsdp_size
 
     def layout(self) -> str:
         if self.framework == "megatron":
@@ -121,6 +121,17 @@ def _int(value: Any, default: int) -> int:
     except (TypeError, ValueError):
         return default
     return number
+
+
+def _grad_offload(plan, read) -> bool:
+    """Megatron's gradient buffer leaves the device with grad_offload; from verl 0.9, which has no such
+    key, param_offload releases the gradients too (the profile knows which the version has)."""
+    spec = plan.spec
+    if spec.framework != "megatron":
+        return False
+    if plan.profile.keys_for("grad_offload", spec.framework, spec.device):
+        return _bool(read("grad_offload"), False)
+    return _bool(read("param_offload"), False)
 
 
 def setup_from_plan(plan) -> Setup:
@@ -164,9 +175,7 @@ def setup_from_plan(plan) -> Setup:
         micro_batch=max(1, micro), log_prob_micro_batch=max(1, _int(read("log_prob_micro_batch_size_per_gpu"), micro)),
         param_offload=_bool(read("param_offload"), False),
         optimizer_offload=_bool(read("optimizer_offload"), False),
-        grad_offload=_bool(read("grad_offload"), False) or (
-            spec.framework == "megatron" and not key_for("grad_offload", "megatron") in overrides
-            and _bool(read("param_offload"), False) and not plan.profile.keys_for("grad_offload", "megatron", spec.device)),
+        grad_offload=_grad_offload(plan, read),
         ref_param_offload=_bool(read("ref_param_offload"), False),
         ref_loaded=_bool(read("use_kl_loss"), False) or _bool(read("use_kl_in_reward"), False),
         gradient_checkpointing=_bool(read("gradient_checkpointing"), False) if spec.framework == "fsdp" else False,
