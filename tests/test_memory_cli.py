@@ -113,7 +113,12 @@ def test_no_estimate_starts_as_planned_and_the_ladder_logs_each_oom_for_next_tim
     final = json.loads(result.stdout)
     assert [a["features"] for a in final["attempts"]] == [[], ["offload"]], result.stderr[-3000:]
     entries = calibration.read(Path(trainer["env"]["VERL_DEPLOY_STATE_DIR"]) / calibration.LOG_NAME)
-    assert [(e.model, e.phase, e.added) for e in entries] == [("Qwen3-8B", "actor_update", "offload")]
+    # the first OOM was recovered by adding offload; the second (offload on) ended the ladder unfixed
+    assert [(e.model, e.phase, e.features_on, e.added) for e in entries] == [
+        ("Qwen3-8B", "actor_update", (), "offload"), ("Qwen3-8B", "actor_update", ("offload",), "")]
+    again = json.loads(run_cli("plan", "--json", "--model-path", str(model), "--device-memory-gb", "32",
+                               env=trainer["env"]).stdout)["memory"]
+    assert again["fits"] is False and again["needs"][:2] == ["offload", "recompute"]
 
 
 def test_the_calibration_benchmark_runs_and_prints_its_share():

@@ -48,7 +48,15 @@ def estimate_plan(plan, *, use_calibration: bool = True,
     if use_calibration:
         for lesson in calibration.lessons(calibration.read(calibration_file), shape.name, setup.layout(), device.total_gb):
             seen = f"calibration log: OOM in {lesson.phase} with {', '.join(lesson.features_on) or 'no memory features'}"
-            if lesson.added in MEMORY_FEATURES[setup.framework] and lesson.added not in on:
+            if not lesson.added:  # the ladder ran out: what was on was not enough, whatever comes next
+                missing = [f for f in MEMORY_FEATURES[setup.framework] if f not in lesson.features_on]
+                if set(lesson.features_on) <= set(on):
+                    estimate.observed[lesson.phase] = f"{seen}; the OOM ladder could not fix it"
+                    required += [f for f in (*lesson.features_on, *missing) if f not in on]
+                    if not missing:
+                        knob_needs.append("more devices or a larger TP/PP (the calibration log saw this OOM "
+                                          "with every memory feature on)")
+            elif lesson.added in MEMORY_FEATURES[setup.framework] and lesson.added not in on:
                 estimate.observed[lesson.phase] = f"{seen}; fixed by adding {lesson.added}"
                 required += [f for f in (*lesson.features_on, lesson.added)
                              if f in MEMORY_FEATURES[setup.framework] and f not in on]

@@ -111,8 +111,8 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
             per_device += t.gradients(m, s).bytes
     if s.ref_loaded and s.ref_param_offload:
         per_device += t.ref_params(m, s).bytes
-    if s.colocated and s.free_cache_engine:
-        per_device += t.rollout_weights(m, s).bytes  # sleep level 1 keeps the weights in host memory
+    if s.colocated and s.free_cache_engine and s.device == "npu":
+        per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
     steady = per_device * s.devices_per_node
     loading = m.params() * 4 if s.framework == "fsdp" else 0  # rank 0 of each node builds the fp32 model
     return (steady + loading) / t.GIB

@@ -249,8 +249,8 @@ def supervise(run_id: str) -> None:
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
+        _calibrate(spec, diagnosis, decision)
         if decision.retry:
-            _calibrate(spec, diagnosis, decision)
             lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)
             reason = decision.reason + (f"; resuming from step {record.last_checkpoint_step}, {lost} step(s) redone"
@@ -275,9 +275,11 @@ def supervise(run_id: str) -> None:
 
 def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
     """Tell the memory estimate's calibration log about this OOM and what the ladder changed."""
-    added = decision.added[0] if decision.added else ", ".join(f"{k}={v}" for k, v in decision.changes.items())
-    if diagnosis.class_id not in ACT_NOW or not added:
+    if diagnosis.class_id not in ACT_NOW:
         return
+    added = ""  # the ladder gave up: nothing fixed it
+    if decision.retry:
+        added = decision.added[0] if decision.added else ", ".join(f"{k}={v}" for k, v in decision.changes.items())
     try:
         from verl_deploy.memory import record_oom
 
