@@ -142,7 +142,7 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
         overrides.append(f"{A}actor.entropy_checkpointing=True")
     fraction = re.search(r"offload_fraction=([\d.]+)", row["optimizer_offload_fraction_or_cpu_adam"])
     if fraction:
-        oc = f"{A}actor.optim.override_optimizer_config."
+        oc = f"+{A}actor.optim.override_optimizer_config."  # an open dict in verl's config: new keys take +
         overrides += [f"{oc}optimizer_offload_fraction={fraction.group(1)}", f"{oc}optimizer_cpu_offload=True"]
     if truthy(row["use_kl_loss"]) is not None:
         overrides.append(f"{A}actor.use_kl_loss={truthy(row['use_kl_loss'])}")
@@ -152,6 +152,24 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     path = tmp / f"{row['id']}.yaml"
     path.write_text(yaml.safe_dump(config))
     return flags, str(path)
+
+
+# Why a miss is a miss, where the numbers alone do not say it (read from the case's source).
+WHY = {
+    "C015": "micro-batch 16 without dynamic batching is counted at the maximum lengths (16 x 2048 tokens); "
+            "GSM8K's real responses are far shorter and remove-padding keeps only real tokens, so the real "
+            "micro-batches were a fraction of that (the estimate assumes the worst step)",
+    "C019": "the same script is documented as running (C018) and reported as OOM in the actor update here; "
+            "the estimate sits 0.2 GiB over the limit, so this one is close either way",
+}
+
+
+def explain(result: dict, memory: dict) -> str:
+    """A miss in words: the over phase's largest terms with their formulas, or the tightest phase."""
+    phase = (result["over"] or [memory["peak_phase"]])[0]
+    terms = sorted(memory["phases"][phase]["terms"].items(), key=lambda kv: -kv[1]["gb"])[:3]
+    parts = "; ".join(f"{name} {t['gb']:.1f} GiB = {t['formula']}" for name, t in terms)
+    return f"{phase} {memory['phases'][phase]['gb']:.1f} GiB of {memory['limit_gb']:.1f}: {parts}"
 
 
 def estimate_case(row: dict, tmp: Path) -> dict:
@@ -184,6 +202,9 @@ def run() -> dict:
                             "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
                             "limit_gb": memory["limit_gb"], "over": memory["over"], "needs": memory["needs"],
                             "phases": {k: v["gb"] for k, v in memory["phases"].items()}})
+            if not results[-1]["right"]:
+                results[-1]["why"] = WHY.get(row["id"], "not examined yet")
+                results[-1]["detail"] = explain(results[-1], memory)
     right = sum(r["right"] for r in results)
     return {"cases": len(results), "right": right, "share": right / len(results) if results else 0.0,
             "results": results}
@@ -201,6 +222,12 @@ def main() -> None:
         print(f"  {mark} {r['id']} {r['outcome']:<5} fits={str(r['fits']):<5} peak {r['peak_gb']:6.1f} GiB in "
               f"{r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:28]:<28} "
               + ("over: " + ",".join(r["over"]) if r["over"] else ""))
+    misses = [r for r in report["results"] if not r["right"]]
+    if misses:
+        print("misses:")
+        for r in misses:
+            print(f"  {r['id']} ({r['outcome']}, predicted {'fits' if r['fits'] else 'OOM'}): {r['why']}")
+            print(f"    {r['detail']}")
 
 
 if __name__ == "__main__":
