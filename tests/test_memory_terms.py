@@ -4,7 +4,6 @@ plan -> the overrides verl would get), so a key the estimate misreads fails here
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 

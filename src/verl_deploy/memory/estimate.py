@@ -16,6 +16,7 @@ from verl_deploy.memory.device_memory import DeviceMemory
 from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.phases import kv_room, phase_terms
 from verl_deploy.memory.setup import Setup
+from verl_deploy.runs.recovery import FSDP_LADDER
 
 HEADROOM = 0.05  # allocator fragmentation: a phase must stay under 95 % of the usable memory
 HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
@@ -26,7 +27,8 @@ KNOB_FIELDS = {
     "recompute_method": ("recompute_method",), "recompute_num_layers": ("recompute_layers",),
     "gradient_checkpointing": ("gradient_checkpointing",),
 }
-MEMORY_FEATURES = {"megatron": ("offload", "recompute"), "fsdp": ("offload", "gradient_checkpointing")}
+# the OOM ladder's order, from the one place that says it
+MEMORY_FEATURES = {"megatron": registry.OOM_LADDER, "fsdp": FSDP_LADDER}
 
 
 @dataclass
