@@ -53,6 +53,8 @@ def test_known_devices_have_defaults():
     assert by_name("NVIDIA H20") == 96 and by_name("NVIDIA H200") == 141 and by_name("NVIDIA H800") == 80
     assert by_name("NVIDIA A100-SXM4-40GB") == 40 and by_name("NVIDIA A100-SXM4-80GB") == 80
     assert by_name("NVIDIA A800 80GB PCIe") == 80 and by_name("NVIDIA L20") == 48
+    h20 = json.loads(run_cli("plan", "--json", "--device", "gpu", "--device-name", "NVIDIA H20").stdout)["memory"]
+    assert h20["device_gb"] == 96.0 and any("default for NVIDIA H20" in a for a in h20["assumptions"])
     assert by_name("NVIDIA GeForce RTX 4090") == 24 and by_name("NVIDIA RTX A6000") == 48 and by_name("Tesla T4") is None
 
 
