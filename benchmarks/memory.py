@@ -193,10 +193,13 @@ def evaluable(rows: list[dict]) -> list[dict]:
 def run() -> dict:
     rows = evaluable(list(csv.DictReader(CASES.open(encoding="utf-8"))))
     results = []
+    cross: dict = {}
     with tempfile.TemporaryDirectory(prefix="verl-deploy-memory-") as tmp:
         for row in rows:
             memory = estimate_case(row, Path(tmp))
             ran = not row["outcome"].upper().startswith("OOM")
+            if row["id"] == "C021":  # the one case that publishes both figures (docs/perf/dpsk.md)
+                cross = {"device_peak_gb": memory["peak_gb"], "host_gb_per_node": memory["host_gb_per_node"]}
             results.append({"id": row["id"], "model": row["model"], "device": row["device"], "outcome": row["outcome"],
                             "oom_phase": row["oom_phase"], "fits": memory["fits"], "right": memory["fits"] == ran,
                             "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
@@ -207,7 +210,7 @@ def run() -> dict:
                 results[-1]["detail"] = explain(results[-1], memory)
     right = sum(r["right"] for r in results)
     return {"cases": len(results), "right": right, "share": right / len(results) if results else 0.0,
-            "results": results}
+            "results": results, "c021": cross}
 
 
 def main() -> None:
@@ -222,6 +225,10 @@ def main() -> None:
         print(f"  {mark} {r['id']} {r['outcome']:<5} fits={str(r['fits']):<5} peak {r['peak_gb']:6.1f} GiB in "
               f"{r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:28]:<28} "
               + ("over: " + ",".join(r["over"]) if r["over"] else ""))
+    if report["c021"]:
+        print(f"cross-check C021 (DeepSeek-V3, 96 x H20, full offload; dpsk.md reports 66 GB per GPU and 1500 GB "
+              f"CPU memory): estimated peak {report['c021']['device_peak_gb']:.0f} GiB per device, host "
+              f"{report['c021']['host_gb_per_node']:.0f} GiB per node")
     misses = [r for r in report["results"] if not r["right"]]
     if misses:
         print("misses:")
