@@ -180,3 +180,26 @@ def test_a_damaged_config_json_falls_back_on_the_name_or_says_why(tmp_path, cont
     assert prepared.memory is None and "could not be used" in prepared.memory_note
     note = [f for f in prepared.findings if f.field == "memory"]
     assert note and note[0].level == "info"
+
+
+def test_host_memory_per_node_counts_what_offload_moves_there(tmp_path):
+    base = dict(framework="megatron", devices="0-7", train_tp=4, train_pp=2, features="offload")
+    _, _, roomy = setup_and_shape(tmp_path / "a", "Qwen3-8B", host_memory_gb=1024, **base)
+    _, _, tight = setup_and_shape(tmp_path / "b", "Qwen3-8B", host_memory_gb=64, **base)
+    s = setup_from_plan(tight.plan)
+    shard = QWEN3_8B / 8  # parameters on one TP4 x PP2 rank
+    per_device = 4 * terms.GIB + shard * 2 + shard * 12 + shard * 4 + QWEN3_8B * 2 / 4  # base, params, Adam,
+    assert tight.memory.host_gb_per_node == pytest.approx(8 * per_device / terms.GIB)  # grads, asleep weights (NPU)
+    assert roomy.memory.host_fits is True and tight.memory.host_fits is False
+    assert any(f.field == "memory" and "host memory" in f.message for f in tight.findings)
+    assert s.param_offload and s.grad_offload and s.optimizer_offload
+
+
+def test_one_step_off_keeps_the_engine_off_the_trainer_devices(tmp_path):
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", mode="one-step-off", framework="fsdp", device="gpu",
+                                     trainer_gpus=4, rollout_gpus=4, gen_tp=2, allow_tp_mismatch=True)
+    phases = prepared.memory.phases
+    assert "weight_sync" not in phases and set(phases["rollout"]) == {"engine_budget", "engine_overhead"}
+    assert not any(name.startswith("rollout_engine") for name in phases["actor_update"])
+    shape, _ = load_shape(prepared.spec.model_path)
+    assert terms.actor_params(shape, setup_from_plan(prepared.plan)).bytes == QWEN3_8B * 4 / 4  # 4 trainer devices

@@ -106,8 +106,9 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
     if s.optimizer_offload:
         per_device += t.optimizer_states(m, s).bytes
     if s.framework == "megatron":
-        if s.optimizer_offload_fraction > 0:
-            full = t.megatron_shard_params(m, s) * 12 / (s.dp if s.distributed_optimizer else 1)
+        if s.optimizer_offload_fraction > 0:  # Megatron's hybrid optimizer steps on the CPU: fp32 master,
+            # Adam m and v, and the fp32 gradients copied over for the step (16 B/param)
+            full = t.megatron_shard_params(m, s) * 16 / (s.dp if s.distributed_optimizer else 1)
             per_device += full * min(1.0, s.optimizer_offload_fraction)
         if s.grad_offload:
             per_device += t.gradients(m, s).bytes
