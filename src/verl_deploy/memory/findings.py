@@ -13,7 +13,7 @@ def memory_findings(estimate, note: str) -> list[Finding]:
         over = estimate.over()
         worst = max(over, key=lambda p: estimate.phase_gb(p) if p in estimate.phases else 0)
         why = estimate.observed.get(worst) or (
-            f"{estimate.phase_gb(worst):.1f} GiB over the {estimate.limit_gb:.1f} GiB a device can hold"
+            f"needs {estimate.phase_gb(worst):.1f} GiB, more than the {estimate.limit_gb:.1f} GiB a device can hold"
             if estimate.phase_gb(worst) > estimate.limit_gb else
             f"the rollout budget leaves {estimate.kv_left.gb:.1f} GiB of KV cache, one sequence needs "
             f"{estimate.kv_needed.gb:.1f} GiB")
