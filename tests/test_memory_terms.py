@@ -203,3 +203,18 @@ def test_one_step_off_keeps_the_engine_off_the_trainer_devices(tmp_path):
     assert not any(name.startswith("rollout_engine") for name in phases["actor_update"])
     shape, _ = load_shape(prepared.spec.model_path)
     assert terms.actor_params(shape, setup_from_plan(prepared.plan)).bytes == QWEN3_8B * 4 / 4  # 4 trainer devices
+
+
+def test_knob_changes_alone_are_offered_beside_the_features(tmp_path):
+    # FSDP on 8 x 64 GiB NPUs with gpu_memory_utilization 0.9 and nothing offloaded: the rollout share plus
+    # the resident fp32 params and Adam do not fit; offload fixes it, and so does a lower utilization
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", devices="0-7", gen_tp=2,
+                                     allow_tp_mismatch=True, gpu_memory_utilization=0.9)
+    memory = prepared.memory
+    assert memory.over() == ["rollout"] and memory.needs == ["offload"]
+    assert len(memory.alternatives) == 1 and memory.alternatives[0].startswith("gpu_memory_utilization=")
+    lowered = float(memory.alternatives[0].split("=")[1])
+    assert 0.3 <= lowered < 0.9
+    _, _, retry = setup_and_shape(tmp_path / "b", "Qwen3-8B", framework="fsdp", devices="0-7", gen_tp=2,
+                                  allow_tp_mismatch=True, gpu_memory_utilization=lowered)
+    assert retry.memory.fits

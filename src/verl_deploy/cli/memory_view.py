@@ -48,3 +48,5 @@ def show_memory(prepared: Prepared, *, stderr: bool = False) -> None:
     else:
         needs = ", ".join(estimate.needs) or "more devices"
         out.print(f"[bold red]does not fit[/]: {', '.join(estimate.over())}; would fit with: {escape(needs)}")
+        if estimate.alternatives:
+            out.print("  or, without a new feature: " + escape(", ".join(estimate.alternatives)))

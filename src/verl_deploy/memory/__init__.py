@@ -13,7 +13,7 @@ from pathlib import Path
 
 from verl_deploy.memory import calibration
 from verl_deploy.memory.device_memory import device_memory
-from verl_deploy.memory.estimate import MEMORY_FEATURES, MemoryEstimate, build, find_needs
+from verl_deploy.memory.estimate import MEMORY_FEATURES, MemoryEstimate, build, find_alternative, find_needs
 from verl_deploy.memory.model import load_shape
 from verl_deploy.memory.setup import Setup, setup_from_plan
 
@@ -71,6 +71,8 @@ def estimate_plan(plan, *, use_calibration: bool = True,
     if not estimate.fits:
         estimate.needs = list(dict.fromkeys(find_needs(shape, setup, device, list(dict.fromkeys(required)))
                                             + knob_needs))
+        if not estimate.observed:  # a seen OOM is not fixed by knobs the model alone suggests
+            estimate.alternatives = find_alternative(shape, setup, device)
     estimate.assumptions = assumptions(spec, setup, how, device)
     return estimate, how
 

@@ -40,6 +40,7 @@ class MemoryEstimate:
     host_gb_per_node: float
     host_total_gb: float | None
     needs: list[str] = field(default_factory=list)
+    alternatives: list[str] = field(default_factory=list)  # knob changes alone that would fit
     assumptions: list[str] = field(default_factory=list)
     observed: dict[str, str] = field(default_factory=dict)  # phase -> what the calibration log says
     model: str = ""
@@ -92,7 +93,8 @@ class MemoryEstimate:
             "fits": self.fits, "over": self.over(), "phases": phases,
             "host_gb_per_node": round(self.host_gb_per_node, 1),
             "host_total_gb": None if self.host_total_gb is None else round(self.host_total_gb, 1),
-            "host_fits": self.host_fits, "needs": list(self.needs), "assumptions": list(self.assumptions),
+            "host_fits": self.host_fits, "needs": list(self.needs),
+            "alternatives": list(self.alternatives), "assumptions": list(self.assumptions),
             "model": self.model, "layout": self.layout,
         }
 
@@ -158,8 +160,22 @@ def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str
         if build(m, trial, device, None).fits:
             return list(dict.fromkeys(names))
     features = list(dict.fromkeys(required + ladder))
-    trial = with_features(s, features)
-    knobs: list[str] = []
+    knobs, fits = knob_changes(m, with_features(s, features), device)
+    if not fits:
+        return features + knobs + ["more devices or a larger TP/PP (no feature or knob change fits)"]
+    return features + knobs
+
+
+def find_alternative(m: ModelShape, s: Setup, device: DeviceMemory) -> list[str]:
+    """Knob changes alone (no new feature) that fit, or [] when there are none."""
+    knobs, fits = knob_changes(m, s, device)
+    return knobs if fits and knobs else []
+
+
+def knob_changes(m: ModelShape, s: Setup, device: DeviceMemory) -> tuple[list[str], bool]:
+    """Lower gpu_memory_utilization for the rollout, halve the token budget (not below one sequence)
+    or drop the micro-batch to 1 for log-prob and the update: (the changes, whether it then fits)."""
+    trial, knobs = s, []
     estimate = build(m, trial, device, None)
     if "rollout" in estimate.over():
         gmu = _best_utilization(m, trial, device)
@@ -170,8 +186,7 @@ def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str
     split = trial.sp if trial.framework == "fsdp" else trial.cp
     floor = -(-(trial.prompt_len + trial.response_len) // split)
     for _ in range(8):
-        over = estimate.over()
-        if not ({"actor_update", "log_prob"} & set(over)):
+        if not ({"actor_update", "log_prob"} & set(estimate.over())):
             break
         if trial.dynamic_bsz and trial.max_token_len // 2 >= floor:
             trial = trial.with_(max_token_len=trial.max_token_len // 2,
@@ -185,11 +200,9 @@ def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str
         knobs.append(f"ppo_max_token_len_per_gpu={trial.max_token_len}")
     if trial.log_prob_max_token_len != s.log_prob_max_token_len:
         knobs.append(f"log_prob_max_token_len_per_gpu={trial.log_prob_max_token_len}")
-    if trial.micro_batch != s.micro_batch:
-        knobs.append("ppo_micro_batch_size_per_gpu=1")
-    if not estimate.fits:
-        return features + knobs + ["more devices or a larger TP/PP (no feature or knob change fits)"]
-    return features + knobs
+    if trial.micro_batch != s.micro_batch or trial.log_prob_micro_batch != s.log_prob_micro_batch:
+        knobs.append("ppo_micro_batch_size_per_gpu=1 (and log_prob_micro_batch_size_per_gpu=1)")
+    return knobs, estimate.fits
 
 
 def _best_utilization(m: ModelShape, s: Setup, device: DeviceMemory) -> float | None:

@@ -18,6 +18,8 @@ def memory_findings(estimate, note: str) -> list[Finding]:
             f"the rollout budget leaves {estimate.kv_left.gb:.1f} GiB of KV cache, one sequence needs "
             f"{estimate.kv_needed.gb:.1f} GiB")
         needs = ", ".join(estimate.needs) or "more devices"
+        if estimate.alternatives:
+            needs += "; or without a new feature: " + ", ".join(estimate.alternatives)
         found.append(warning("memory", f"the memory estimate says {', '.join(over)} will not fit: {worst} {why}",
                              f"{needs} (launch adds the memory features itself; --no-estimate to not)"))
     if estimate.host_fits is False:
