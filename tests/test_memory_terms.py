@@ -63,6 +63,8 @@ def test_fsdp_dense_terms(tmp_path):
     assert terms.activations(m, s, tokens).bytes == 8192 * (36 * 2 * 4096 + per_layer)  # gradient checkpointing on
     assert terms.logits(m, s, tokens, training=True, entropy=False).bytes == 8192 * 151936 * 4
     assert terms.logits(m, s, tokens, training=False, entropy=True).bytes == 8192 * 151936 * (2 + 6)
+    layer = (QWEN3_8B - 151936 * 4096 * 2) / 36  # FSDP gathers two layers and the lm_head in bf16
+    assert terms.fsdp_unsharded(m, s, training=True).bytes == pytest.approx((2 * layer + 151936 * 4096) * 2 + layer * 2)
 
 
 def test_fsdp_without_checkpointing_and_with_entropy_chunking(tmp_path):

@@ -85,6 +85,8 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
 
     tokens, why = t.tokens_per_device(s, log_prob=True)
     log_prob = _resident(m, s, params_loaded=True, optimizer_loaded=False)
+    if s.framework == "fsdp":
+        log_prob["unsharded"] = t.fsdp_unsharded(m, s, training=False)
     log_prob["activations"] = t.forward_activations(m, s, tokens)
     log_prob["logits"] = t.logits(m, s, tokens, training=False, entropy=True)
     log_prob["logits"] = t.Term(log_prob["logits"].bytes, log_prob["logits"].formula + f"; {why}")
@@ -95,6 +97,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     update = _resident(m, s, params_loaded=True, optimizer_loaded=True)
     if s.framework == "fsdp":
         update["gradients"] = t.gradients(m, s)
+        update["unsharded"] = t.fsdp_unsharded(m, s, training=True)
     else:
         update["grad_buffer"] = t.gradients(m, s)
     act = t.activations(m, s, tokens)

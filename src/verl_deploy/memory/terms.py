@@ -80,6 +80,16 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
     return Term(megatron_shard_params(m, s) * 12 / shards * on_device, text)
 
 
+def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
+    """FSDP gathers each layer whole (bf16) while it runs, the next one prefetched, and the lm_head
+    for the logits; the backward also holds the gathered layer's gradient before reduce-scatter."""
+    layer = (m.params() - m.vocab * m.hidden * (1 if m.tied_embeddings else 2)) / m.layers
+    held = 2 * layer + m.vocab * m.hidden
+    total = held * 2 + (layer * 2 if training else 0)
+    return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)} params x 2 B (bf16)"
+                       + (" + one layer's gradient" if training else ""))
+
+
 # ---- tokens per micro-batch -------------------------------------------------------------------
 
 def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
