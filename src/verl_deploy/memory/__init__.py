@@ -73,7 +73,7 @@ def estimate_plan(plan, *, use_calibration: bool = True,
                                             + knob_needs))
         if not estimate.observed:  # a seen OOM is not fixed by knobs the model alone suggests
             estimate.alternatives = find_alternative(shape, setup, device)
-    estimate.assumptions = assumptions(spec, setup, how, device)
+    estimate.assumptions = assumptions(setup, how, device)
     return estimate, how
 
 
@@ -83,7 +83,7 @@ def needed_features(estimate: MemoryEstimate) -> list[str]:
     return [n for n in estimate.needs if n in features]
 
 
-def assumptions(spec, setup: Setup, how: str, device) -> list[str]:
+def assumptions(setup: Setup, how: str, device) -> list[str]:
     found = [
         f"model shape from {how}",
         f"device memory {device.total_gb:g} GiB ({device.source}), {device.usable_gb:.2f} GiB usable by a process; "
@@ -93,11 +93,15 @@ def assumptions(spec, setup: Setup, how: str, device) -> list[str]:
                               "not loaded (use_kl_loss and use_kl_in_reward are off, as verl decides)"),
     ]
     if setup.colocated:
-        found.append("rollout engine sleeps during training (free_cache_engine)" if setup.free_cache_engine else
+        found.append(("rollout engine sleeps during training (free_cache_engine; vLLM sleep level 1 on NPU keeps its "
+                      "weights in host memory, level 2 on GPU from vLLM 0.8.5 drops them)") if setup.free_cache_engine else
                      "free_cache_engine off: the rollout engine keeps its share during training")
         if setup.device == "npu" and setup.free_cache_engine:
             found.append("NPU: vllm-ascend sleep mode is assumed to release memory (it did not in vllm-ascend "
                          "0.8.4rc2; it does not combine with PYTORCH_NPU_ALLOC_CONF=expandable_segments)")
+    else:
+        found.append("one-step-off: rollout devices hold only the engine; the weight sync between the pools "
+                     "(a bucket at a time) is not counted")
     if setup.rollout_engine == "sglang":
         found.append("sglang: mem_fraction_static is a share of free memory; treated as vLLM's share of the device")
     found.append("offloaded parameters and optimizer state are loaded back for the actor update (verl's "
