@@ -46,8 +46,8 @@ def test_parameter_counts_match_the_published_sizes(tmp_path):
 
 
 def test_fsdp_dense_terms(tmp_path):
-    s, m, _ = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", device="gpu", devices="0-7", gen_tp=2,
-                              allow_tp_mismatch=True, max_prompt_length=1024, max_response_length=3072,
+    s, m, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", device="gpu", devices="0-7", gen_tp=2,
+                                     allow_tp_mismatch=True, max_prompt_length=1024, max_response_length=3072,
                               batch_size=64, n_resp_per_prompt=8,
                               overrides=[f"{A}actor.use_kl_loss=True", f"{A}actor.ppo_max_token_len_per_gpu=8192"])
     assert (s.fsdp_shards, s.ref_loaded, s.dynamic_bsz, s.max_token_len) == (8, True, True, 8192)
@@ -63,6 +63,8 @@ def test_fsdp_dense_terms(tmp_path):
     assert terms.activations(m, s, tokens).bytes == 8192 * (36 * 2 * 4096 + per_layer)  # gradient checkpointing on
     assert terms.logits(m, s, tokens, training=True, entropy=False).bytes == 8192 * 151936 * 4
     assert terms.logits(m, s, tokens, training=False, entropy=True).bytes == 8192 * 151936 * (2 + 6)
+    phases = prepared.memory.phases
+    assert phases["ref_log_prob"]["ref_params"].bytes == QWEN3_8B * 2 / 8 and "ref_params" in phases["actor_update"]
     layer = (QWEN3_8B - 151936 * 4096 * 2) / 36  # FSDP gathers two layers and the lm_head in bf16
     assert terms.fsdp_unsharded(m, s, training=True).bytes == pytest.approx((2 * layer + 151936 * 4096) * 2 + layer * 2)
 

@@ -93,6 +93,16 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     log_prob.update(_engine_while_training(s, usable_gb))
     phases["log_prob"] = log_prob
 
+    if s.ref_loaded:  # the reference's own forward: its weights on the device, the actor's as they rest
+        ref = _resident(m, s, params_loaded=False, optimizer_loaded=False)
+        ref["ref_params"] = t.ref_params(m, s)
+        if s.framework == "fsdp":
+            ref["unsharded"] = t.fsdp_unsharded(m, s, training=False)
+        ref["activations"] = t.forward_activations(m, s, tokens)
+        ref["logits"] = t.logits(m, s, tokens, training=False, entropy=False)
+        ref.update(_engine_while_training(s, usable_gb))
+        phases["ref_log_prob"] = ref
+
     tokens, why = t.tokens_per_device(s, log_prob=False)
     update = _resident(m, s, params_loaded=True, optimizer_loaded=True)
     if s.framework == "fsdp":
