@@ -13,7 +13,8 @@ from pathlib import Path
 
 from verl_deploy.memory import calibration
 from verl_deploy.memory.device_memory import device_memory
-from verl_deploy.memory.estimate import MEMORY_FEATURES, MemoryEstimate, build, find_alternative, find_needs
+from verl_deploy.memory.estimate import (MEMORY_FEATURES, MemoryEstimate, build, find_alternative, find_needs,
+                                         memory_features_on)
 from verl_deploy.memory.model import load_shape
 from verl_deploy.memory.setup import Setup, setup_from_plan
 
@@ -21,14 +22,9 @@ __all__ = ["MemoryEstimate", "estimate_plan", "needed_features"]
 
 
 def _features_on(setup: Setup) -> list[str]:
-    on = []
-    if setup.param_offload and setup.optimizer_offload:
-        on.append("offload")
-    if setup.recompute == "full":
-        on.append("recompute")
-    if setup.gradient_checkpointing:
-        on.append("gradient_checkpointing")
-    return on
+    """The memory features a setup has, in the ladder's order."""
+    on = memory_features_on(setup)
+    return [f for f in MEMORY_FEATURES[setup.framework] if f in on]
 
 
 def estimate_plan(plan, *, use_calibration: bool = True,

@@ -119,11 +119,11 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
     if s.colocated and s.free_cache_engine and s.device == "npu":
         per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
     steady = per_device * s.devices_per_node
-    loading = m.params() * 4 if s.framework == "fsdp" else 0  # rank 0 of each node builds the fp32 model
+    loading = m.params() * 4 if s.framework == "fsdp" else 0  # global rank 0 builds the fp32 model (the head node)
     return (steady + loading) / t.GIB
 
 
-def _memory_features_on(s: Setup) -> set[str]:
+def memory_features_on(s: Setup) -> set[str]:
     on = set()
     if s.param_offload and s.optimizer_offload:
         on.add("offload")
@@ -152,7 +152,7 @@ def build(m: ModelShape, s: Setup, device: DeviceMemory, host_total_gb: float | 
 
 def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str] | None = None) -> list[str]:
     """The smallest change that fits: features (ladder order), then knobs. Empty if nothing found."""
-    ladder = [f for f in MEMORY_FEATURES[s.framework] if f not in _memory_features_on(s)]
+    ladder = [f for f in MEMORY_FEATURES[s.framework] if f not in memory_features_on(s)]
     required = [f for f in (required or []) if f in ladder]
     options = [required] + [required + [f] for f in ladder if f not in required] + [required + ladder]
     for names in options:
