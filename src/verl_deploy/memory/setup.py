@@ -115,6 +115,14 @@ def _bool(value: Any, default: bool) -> bool:
     return default
 
 
+def _float(value: Any, default: float) -> float:
+    try:
+        number = float(_parse(value))
+    except (TypeError, ValueError):
+        return default
+    return number if number == number else default  # NaN
+
+
 def _int(value: Any, default: int) -> int:
     try:
         number = int(value)
@@ -183,14 +191,14 @@ def setup_from_plan(plan) -> Setup:
         recompute_method=(str(read("recompute_method")) if read("recompute_method") else None),
         recompute_layers=_int(read("recompute_num_layers"), 0) or None,
         distributed_optimizer=_bool(read("use_distributed_optimizer"), True),
-        optimizer_offload_fraction=float(_parse(read("optimizer_offload_fraction")) or 0.0)
+        optimizer_offload_fraction=min(1.0, max(0.0, _float(read("optimizer_offload_fraction"), 0.0)))
         if _bool(read("optimizer_cpu_offload"), False) else 0.0,
         entropy_chunking=_bool(read("entropy_from_logits_with_chunking"), False),
         entropy_checkpointing=_bool(read("entropy_checkpointing"), False),
-        entropy_in_update=float(_parse(read("entropy_coeff")) or 0) != 0,
+        entropy_in_update=_float(read("entropy_coeff"), 0.0) != 0,
         remove_padding=_bool(read("remove_padding"), False),
         rollout_engine=str(read("rollout_name") or "vllm"),
-        gpu_memory_utilization=float(_parse(read("gpu_memory_utilization")) or spec.gpu_memory_utilization),
+        gpu_memory_utilization=min(0.99, max(0.01, _float(read("gpu_memory_utilization"), spec.gpu_memory_utilization))),
         max_num_batched_tokens=_int(read("max_num_batched_tokens"), 8192),
         max_num_seqs=_int(read("max_num_seqs"), 256),
         max_model_len=_int(max_model_len, spec.token_budget) if max_model_len else spec.token_budget,
