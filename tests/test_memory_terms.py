@@ -222,3 +222,40 @@ def test_knob_changes_alone_are_offered_beside_the_features(tmp_path):
     _, _, retry = setup_and_shape(tmp_path / "b", "Qwen3-8B", framework="fsdp", devices="0-7", gen_tp=2,
                                   allow_tp_mismatch=True, gpu_memory_utilization=lowered)
     assert retry.memory.fits
+
+
+def test_any_valid_spec_gets_a_finite_estimate_and_more_memory_never_hurts(tmp_path):
+    """Property: for layouts, features, lengths and devices a user can give, the estimate is finite,
+    non-negative, and a device with more memory never turns `fits` from true to false."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    folders = {name: model(tmp_path, name) for name in ("Qwen3-8B", "Qwen3-30B-A3B")}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(sorted(folders)), framework=st.sampled_from(["megatron", "fsdp"]),
+           device=st.sampled_from(["npu", "gpu"]), layout=st.sampled_from([(1, 1), (2, 1), (4, 2), (8, 1), (2, 4)]),
+           mode=st.sampled_from(["dapo", "one-step-off"]), features=st.sets(st.sampled_from(
+               ["offload", "recompute", "gradient_checkpointing", "dynamic_batch", "remove_padding"])),
+           prompt=st.integers(16, 32768), response=st.integers(16, 65536), gmu=st.floats(0.1, 0.95),
+           memory_gb=st.floats(8, 200))
+    def check(name, framework, device, layout, mode, features, prompt, response, gmu, memory_gb):
+        usable = [f for f in features if not (f == "recompute" and framework == "fsdp")
+                  and not (f == "gradient_checkpointing" and framework == "megatron")]
+        flags = {"model_path": folders[name], "framework": framework, "device": device, "mode": mode,
+                 "train_tp": layout[0], "train_pp": layout[1], "max_prompt_length": prompt,
+                 "max_response_length": response, "gpu_memory_utilization": gmu, "device_memory_gb": memory_gb,
+                 "features": ",".join(usable) or None, "no_default_features": True}
+        if mode == "one-step-off":
+            flags.update(trainer_gpus=8, rollout_gpus=8, devices="0-15")
+        small = prepare_spec(resolve(flags=flags, environ={}, detected={}), check_verl=False).memory
+        big = prepare_spec(resolve(flags={**flags, "device_memory_gb": memory_gb * 2}, environ={}, detected={}),
+                           check_verl=False).memory
+        for estimate in (small, big):
+            assert estimate is not None
+            for phase in estimate.phases:
+                gb = estimate.phase_gb(phase)
+                assert gb == gb and 0 <= gb < 1e7
+            assert estimate.host_gb_per_node > 0
+        assert not (small.fits and not big.fits)
+
+    check()
