@@ -4,6 +4,7 @@ plan -> the overrides verl would get), so a key the estimate misreads fails here
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -259,3 +260,20 @@ def test_any_valid_spec_gets_a_finite_estimate_and_more_memory_never_hurts(tmp_p
         assert not (small.fits and not big.fits)
 
     check()
+
+
+@pytest.mark.parametrize("name", ["Qwen3-8B", "Qwen3-30B-A3B", "Qwen2.5-7B", "Qwen3-32B"])
+def test_parameter_count_matches_the_real_model_definition(name):
+    """The count against Hugging Face's own model classes, built on the meta device (no weights)."""
+    torch = pytest.importorskip("torch", reason="needs torch (CPU) to build the model on the meta device")
+    transformers = pytest.importorskip("transformers", reason="needs transformers for the model definitions "
+                                                              "(not in the test extras: CI has no torch)")
+    from verl_deploy.memory.model import shape_from_config
+
+    data = json.loads((FIXTURES / f"{name}.config.json").read_text())
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in data.items()
+                                                  if k not in ("architectures", "transformers_version")})
+    with torch.device("meta"):
+        real = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(config).parameters())
+    # ours leaves out the per-head q/k norms (Qwen3) and the q/k/v biases (Qwen2): < 0.01 %
+    assert shape_from_config(data).params() == pytest.approx(real, rel=1e-4)
