@@ -49,6 +49,7 @@ def test_plan_json_has_the_memory_contract(tmp_path):
 
 
 def test_known_devices_have_defaults():
+    assert by_name("Ascend910") == 64  # what npu-smi calls an A3 die (fixture npu-smi-a3-16chip-idle.txt)
     assert by_name("Ascend910B4") == 32 and by_name("910B3") == 64 and by_name("Ascend910_9392") == 64
     assert by_name("NVIDIA H20") == 96 and by_name("NVIDIA H200") == 141 and by_name("NVIDIA H800") == 80
     assert by_name("NVIDIA A100-SXM4-40GB") == 40 and by_name("NVIDIA A100-SXM4-80GB") == 80

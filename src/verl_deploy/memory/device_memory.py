@@ -15,7 +15,7 @@ from dataclasses import dataclass
 KNOWN_DEVICES: tuple[tuple[str, float], ...] = (
     (r"910b4", 32.0),
     (r"910b[123]?\b|910b[123]", 64.0),
-    (r"910_?9[35]|910c|\ba3\b|atlas ?800t ?a3", 64.0),
+    (r"910_?9[35]|910c|\ba3\b|atlas ?800t ?a3|^(ascend ?)?910$", 64.0),  # A3 dies; npu-smi names them Ascend910
     (r"h200", 141.0),
     (r"h100", 80.0),
     (r"h800", 80.0),
