@@ -90,7 +90,7 @@ def simulate(load_min=5.0, step_min=3.0, oom_step=50, save_freq=10, devices=8, d
     expected = (1 - hit) * ours
     print(f"  with the estimate: a predicted OOM loses 0.0 min (the seeds' flow: {seeds:.0f} min); taking its "
           f"{hit:.0%} right on the shared cases as the chance an OOM is predicted (a rough proxy: the shared half "
-          f"has 1 OOM case), ")
+          f"has 1 OOM case):")
     print(f"    expected "
           f"{expected:.1f} min = {expected * devices / 60:.2f} device-hours per episode "
           + (f"({seeds / expected:.0f}x less than the seeds' flow)" if expected > 0 else "(none lost)"))
