@@ -5,9 +5,11 @@
    to the retry's process being spawned (target: median <= 1 s).
 2. Simulated with realistic timings (model load 5 min, 3 min per step, OOM at step 50, save_freq
    10, 8 devices): device time lost per OOM episode with verl-deploy (resume from the last
-   checkpoint) against the seeds' flow (restart from step 0), not counting the person's reaction.
+   checkpoint) against the seeds' flow (restart from step 0), not counting the person's reaction;
+   and with the memory estimate, where a predicted OOM costs nothing (launch starts with the
+   features) and a missed one costs the ladder's episode, weighted by benchmarks/memory.py's share.
 
-Run: python benchmarks/recovery.py [runs]
+Run: python benchmarks/recovery.py [runs]   (--simulate: only the simulation)
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ sys.path.insert(0, str(TESTS))
 
 from conftest import TINY_MODEL, make_model  # noqa: E402
 
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 
 
 def host(tmp: Path) -> tuple[dict, list[str]]:
@@ -81,9 +83,30 @@ def simulate(load_min=5.0, step_min=3.0, oom_step=50, save_freq=10, devices=8, d
     print(f"  verl-deploy: resume from step {last_ckpt}: {ours:.1f} min lost = {ours * devices / 60:.1f} device-hours")
     print(f"  seeds' flow: restart from step 0:   {seeds:.1f} min lost = {seeds * devices / 60:.1f} device-hours "
           f"({seeds / ours:.1f}x more), plus however long until someone notices")
+    # With the memory estimate: an OOM it predicts never happens (launch starts with the features), so
+    # that episode costs 0 device time; one it misses costs what the ladder costs. `hit` is the share
+    # of the shared cases benchmarks/memory.py predicts right, used as the chance the OOM is predicted.
+    hit = estimate_hit_rate()
+    expected = (1 - hit) * ours
+    print(f"  with the estimate: a predicted OOM loses 0.0 min (the seeds' flow: {seeds:.0f} min); taking its "
+          f"{hit:.0%} right on the shared cases as the chance an OOM is predicted (a rough proxy: the shared half "
+          f"has 1 OOM case):")
+    print(f"    expected "
+          f"{expected:.1f} min = {expected * devices / 60:.2f} device-hours per episode "
+          + (f"({seeds / expected:.0f}x less than the seeds' flow)" if expected > 0 else "(none lost)"))
+
+
+def estimate_hit_rate() -> float:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import memory  # benchmarks/memory.py
+
+    return memory.run()["share"]
 
 
 def main() -> None:
+    if "--simulate" in sys.argv:
+        simulate()
+        return
     delays = sorted(one_run() for _ in range(RUNS))
     median = statistics.median(delays)
     print(f"OOM line -> retry process spawned: median {median:.2f} s  min {delays[0]:.2f}  max {delays[-1]:.2f}  "

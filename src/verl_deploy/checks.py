@@ -40,6 +40,8 @@ def read_model_facts(model_path: str) -> Facts:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return Facts(model_config_error=f"{config}: {exc}")
+    if not isinstance(data, dict):
+        return Facts(model_config_error=f"{config}: not a JSON object")
     layers = data.get("num_hidden_layers") or data.get("text_config", {}).get("num_hidden_layers")
     return Facts(num_layers=int(layers) if isinstance(layers, int) else None)
 

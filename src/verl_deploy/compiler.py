@@ -210,6 +210,7 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     states, feature_findings = feature_registry.resolve(
         framework=spec.framework, device=spec.device, mask=spec.mask, user_features=spec.features,
         no_default_features=spec.no_default_features, oom_features=spec.oom_features,
+        estimate_features=spec.estimate_features,
     )
     overrides: list[Override] = []
     variables: dict[str, Variable] = {}

@@ -17,7 +17,7 @@ from typing import Iterable, Literal
 from verl_deploy.findings import Finding, error, warning
 
 Kind = Literal["performance", "memory", "optional"]
-Why = Literal["default", "user", "mask", "oom", "rule", "n/a"]
+Why = Literal["default", "user", "mask", "oom", "estimate", "rule", "n/a"]
 
 MASK_LENGTH = 7
 
@@ -175,6 +175,7 @@ def resolve(
     user_features: Iterable[str] = (),
     no_default_features: bool = False,
     oom_features: Iterable[str] = (),
+    estimate_features: Iterable[str] = (),
 ) -> tuple[list[FeatureState], list[Finding]]:
     """Apply the policy and the registry's applicability rules; return states and findings."""
     findings: list[Finding] = []
@@ -206,10 +207,11 @@ def resolve(
         else:
             states[feature.name] = FeatureState(feature.name, False, "default")
 
-    for name in oom_features:
-        feature = BY_NAME.get(name)
-        if feature and feature.applies_to(framework, device) and not states[name].on:
-            states[name] = FeatureState(name, True, "oom")
+    for names, why in ((estimate_features, "estimate"), (oom_features, "oom")):
+        for name in names:
+            feature = BY_NAME.get(name)
+            if feature and feature.applies_to(framework, device) and not states[name].on:
+                states[name] = FeatureState(name, True, why)
 
     swap = states.get("swap_optimizer")
     if swap and swap.on and states["offload"].on:

@@ -23,6 +23,8 @@ class Prepared:
     plan: Plan | None
     findings: list[Finding] = field(default_factory=list)
     checked_against: str | None = None
+    memory: Any = None  # memory.MemoryEstimate, or None with memory_note saying why
+    memory_note: str = ""
 
     @property
     def ok(self) -> bool:
@@ -37,13 +39,27 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     if not isinstance(profile, Profile):
         return Prepared(spec, None, sort_findings(findings))
     plan = compile_plan(spec, profile)
+    memory, memory_note = estimate_memory(plan)
+    from verl_deploy.memory.findings import memory_findings
+
+    findings += memory_findings(memory, memory_note)
     checked_against = None
     if check_verl:
         from verl_deploy.verlconfig.validate import validate_plan
 
         verl_findings, checked_against = validate_plan(plan, announce=announce)
         findings += verl_findings
-    return Prepared(spec, plan, sort_findings(findings), checked_against)
+    return Prepared(spec, plan, sort_findings(findings), checked_against, memory, memory_note)
+
+
+def estimate_memory(plan: Plan):
+    """The memory estimate of a compiled plan; a fault in it is a note, never a crash of the command."""
+    from verl_deploy.memory import estimate_plan
+
+    try:
+        return estimate_plan(plan)
+    except Exception as exc:  # the estimate is advice: a bug in it must not stop plan or launch
+        return None, f"the estimate failed ({type(exc).__name__}: {exc})"
 
 
 def prepare(*, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,

@@ -98,6 +98,10 @@ class RunSpec(BaseModel):
     image: str = DEFAULT_IMAGE
     http_proxy: Optional[str] = Field(None, description="proxy for a new container and pip inside it")
     https_proxy: Optional[str] = None
+    device_memory_gb: Optional[float] = Field(None, gt=0, le=4096, description="memory of one device in GiB "
+                                              "(detected from npu-smi/nvidia-smi, else the device name's default)")
+    device_name: Optional[str] = Field(None, max_length=100, description="accelerator model, e.g. 910B3 or H100")
+    host_memory_gb: Optional[float] = Field(None, gt=0, le=1_000_000, description="host RAM per node in GiB")
 
     # hyper-parameters
     train_steps: int = Field(100, ge=1, le=10_000_000)
@@ -143,6 +147,8 @@ class RunSpec(BaseModel):
     features: list[str] = Field(default_factory=list)
     no_default_features: bool = False
     oom_features: list[str] = Field(default_factory=list)
+    estimate_features: list[str] = Field(default_factory=list, description="memory features launch added "
+                                         "because the memory estimate said the plan does not fit")
     max_oom_retries: int = Field(2, ge=0, le=10)
 
     # logging
@@ -172,7 +178,7 @@ class RunSpec(BaseModel):
     def _hosts(cls, value: object) -> list[str]:
         return parse_hosts(value)
 
-    @field_validator("features", "overrides", "oom_features", mode="before")
+    @field_validator("features", "overrides", "oom_features", "estimate_features", mode="before")
     @classmethod
     def _string_list(cls, value: object) -> list[str]:
         if value is None:

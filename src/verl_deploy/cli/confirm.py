@@ -55,7 +55,15 @@ def show_summary(prepared: Prepared, action: str) -> None:
         out.print(f"[bold]features[/] mask {plan.mask}: {states}")
         for state in plan.features:
             if state.on:
-                out.print(f"  [green]on[/]  {state.name} [dim]({escape(state.why)})[/]")
+                why = "added by the memory estimate" if state.why == "estimate" else state.why
+                out.print(f"  [green]on[/]  {state.name} [dim]({escape(why)})[/]")
+    memory = prepared.memory
+    if memory is not None:
+        verdict = "fits" if memory.fits else "[red]does not fit[/] (" + escape(", ".join(memory.needs)) + ")"
+        out.print(f"[bold]memory[/] estimate: peak {memory.peak_gb:.1f} GiB in {memory.peak_phase} of "
+                  f"{memory.limit_gb:.1f} GiB per device: {verdict}"
+                  + (" [dim](--no-estimate to start without the features it added)[/]"
+                     if spec.estimate_features else ""))
 
 
 def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None) -> None:

@@ -57,6 +57,14 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                        rich_help_panel="Hardware")),
     ("https_proxy", Optional[str], _opt("--https-proxy", help="HTTPS proxy for a new container and pip in it.",
                                         rich_help_panel="Hardware")),
+    ("device_memory_gb", Optional[float], _opt("--device-memory-gb", help="Memory of one device in GiB for the "
+                                               "memory estimate (default: what check found, else the device "
+                                               "name's default, e.g. 64 for 910B3, 80 for H100).",
+                                               rich_help_panel="Hardware")),
+    ("device_name", Optional[str], _opt("--device-name", help="Accelerator model for the memory estimate's "
+                                        "default memory when none is detected: 910B1-910B4, A3, H100, H800, H20, "
+                                        "H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000.",
+                                        rich_help_panel="Hardware")),
     ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off: trainer devices (default 4).",
                                          rich_help_panel="Hardware")),
     ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off: rollout devices (default 4).",

@@ -21,6 +21,8 @@ Examples:
 
   verl-deploy plan --framework fsdp --device gpu --verl-version 0.9.1 --json | jq .overrides
 
+  verl-deploy plan --device-memory-gb 32 --json | jq '.memory | {peak_gb, fits, needs}'   # a 910B4
+
 Exit status: 0 when there is no error, 1 otherwise (the findings say what and how to fix it).
 """
 
@@ -40,6 +42,7 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     if json_output:
         document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
         document["ok"] = prepared.ok
+        document["memory"] = prepared.memory.to_dict() if prepared.memory is not None else None
         document["command"] = ["python3", *prepared.plan.argv()]
         print_json(document)
     else:

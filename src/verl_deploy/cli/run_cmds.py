@@ -22,7 +22,10 @@ Examples:
 
   verl-deploy launch --backend local --run-dir ~/verl --follow --json   # wait for the end, exit 0 on success
 
-What it does: check (blocks on errors; --skip-check), the confirmation (or --yes), the container
+  verl-deploy launch --device-memory-gb 64 --no-estimate   # start exactly as planned, even if the estimate says OOM
+
+What it does: check (blocks on errors; --skip-check), the memory estimate (when it says the plan
+does not fit, the first attempt already has the memory features it needs), the confirmation (or --yes), the container
 (reuse, start, or create; backend docker when --container is set), SwanLab login, the scripts,
 start detached, verify the log advances, print the run id, the log and the SwanLab link. A
 supervisor then follows the log: on device OOM it adds offload, then recompute, and resumes from
@@ -55,6 +58,9 @@ def launch_command(
     start_timeout: float = typer.Option(180.0, "--start-timeout", min=1, metavar="SECONDS",
                                         help="Fail if the training writes nothing for this long after starting."),
     skip_check: bool = typer.Option(False, "--skip-check", help="Do not run `verl-deploy check` first."),
+    no_estimate: bool = typer.Option(False, "--no-estimate", help="Start without the memory features the memory "
+                                                                   "estimate says the plan needs (the OOM ladder still "
+                                                                   "adds them if it runs out of memory)."),
     search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR", help="For the check."),
     **options: Any,
 ) -> None:
@@ -75,6 +81,8 @@ def launch_command(
                                   as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
+    if not no_estimate:
+        prepared = _with_estimate(prepared, json_output)
     spec = prepared.spec
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
@@ -114,6 +122,25 @@ def launch_command(
         print_json(record.status_document())
         return
     _announce(record)
+
+
+def _with_estimate(prepared, json_output: bool):
+    """When the memory estimate says the plan does not fit, start with the memory features it needs."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.memory import needed_features
+    from verl_deploy.pipeline import prepare_spec
+
+    spec, memory = prepared.spec, prepared.memory
+    if memory is None or memory.fits:
+        return prepared
+    on = {s.name for s in prepared.plan.features if s.on}
+    add = [name for name in needed_features(memory) if name not in on]
+    if not add:
+        return prepared
+    changed = prepare_spec(spec.with_changes(source="estimate", estimate_features=[*spec.estimate_features, *add]))
+    if changed.plan is None or not changed.ok:
+        raise fail(changed.findings, as_json=json_output)
+    return changed
 
 
 def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: bool) -> dict:

@@ -9,7 +9,8 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Run", ("mode", "framework", "device", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
              "https_proxy")),
     ("Paths", ("model_path", "train_file", "test_file", "ckpts_dir", "prompt_key")),
-    ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus")),
+    ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus",
+                  "device_name", "device_memory_gb", "host_memory_gb")),
     ("Hyper-parameters", ("train_steps", "batch_size", "mini_batch_size", "gen_batch_size", "lr", "n_resp_per_prompt",
                           "max_prompt_length", "max_response_length", "temperature", "clip_ratio_low",
                           "clip_ratio_high", "loss_agg_mode", "filter_groups", "filter_groups_metric",
@@ -17,7 +18,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
                           "save_freq", "test_freq", "val_before_train", "max_ckpt_to_keep")),
     ("Parallelism", ("train_tp", "train_pp", "train_cp", "gen_tp", "allow_tp_mismatch", "rollout_engine",
                      "gpu_memory_utilization")),
-    ("Features", ("mask", "features", "no_default_features", "oom_features", "max_oom_retries")),
+    ("Features", ("mask", "features", "no_default_features", "estimate_features", "oom_features", "max_oom_retries")),
     ("Logging", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
                  "swanlab_log_dir", "project_name", "experiment_name")),
     ("Extra", ("overrides", "strict")),
@@ -78,6 +79,9 @@ def show_plan(prepared: Prepared) -> None:
         mark = "[green]on[/]" if state.on else "off"
         features.add_row(state.name, "" if feature.bit is None else str(feature.bit), feature.kind, mark, state.why)
     out.print(features)
+    from verl_deploy.cli.memory_view import show_memory
+
+    show_memory(prepared)
 
     out.print("[bold]command[/] (run from " + escape(spec.run_dir) + "):")
     out.print("python3 " + " ".join(plan.argv()[:3]) + " \\", soft_wrap=True, markup=False)

@@ -107,6 +107,7 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
         if not context.given("devices"):
             usable = [d["id"] for d in accel["devices"] if d["health"].upper() == "OK" and not d["busy"]]
             found["devices"] = usable or [d["id"] for d in accel["devices"]]
+        found.update(_device_memory(context, accel["devices"]))
     network = areas["network"].data
     if not context.given("socket_ifname") and network.get("suggested_ifname"):
         found["socket_ifname"] = network["suggested_ifname"]
@@ -127,6 +128,22 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
         version = software.release(verl)
         if isinstance(profile_for(version), Profile):
             found["verl_version"] = version
+    return found
+
+
+def _device_memory(context: Context, devices: list[dict]) -> dict[str, Any]:
+    """The memory estimate's device facts: the smallest device's HBM, its name, this host's RAM."""
+    import psutil
+
+    found: dict[str, Any] = {}
+    totals = [d["hbm_total_mb"] for d in devices if isinstance(d.get("hbm_total_mb"), int) and d["hbm_total_mb"] > 0]
+    if totals and not context.given("device_memory_gb"):
+        found["device_memory_gb"] = round(min(totals) / 1024, 2)
+    names = [str(d.get("name") or "") for d in devices if d.get("name")]
+    if names and not context.given("device_name"):
+        found["device_name"] = names[0][:100]
+    if not context.given("host_memory_gb"):
+        found["host_memory_gb"] = round(psutil.virtual_memory().total / 2 ** 30, 1)
     return found
 
 

@@ -249,6 +249,7 @@ def supervise(run_id: str) -> None:
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
+        _calibrate(spec, diagnosis, decision)
         if decision.retry:
             lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)
@@ -270,6 +271,21 @@ def supervise(run_id: str) -> None:
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         record.save()
+
+
+def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
+    """Tell the memory estimate's calibration log about this OOM and what the ladder changed."""
+    if diagnosis.class_id not in ACT_NOW:
+        return
+    added = ""  # the ladder gave up: nothing fixed it
+    if decision.retry:
+        added = decision.added[0] if decision.added else ", ".join(f"{k}={v}" for k, v in decision.changes.items())
+    try:
+        from verl_deploy.memory import record_oom
+
+        record_oom(spec, diagnosis.phase, added)
+    except Exception:  # the log is advice for next time: never let it stop a recovery
+        pass
 
 
 def stop_run(record: RunRecord) -> None:

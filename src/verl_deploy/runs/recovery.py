@@ -38,7 +38,7 @@ def _ladder(spec: RunSpec) -> tuple[str, ...]:
 def _states(spec: RunSpec) -> dict[str, bool]:
     states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
                                  user_features=spec.features, no_default_features=spec.no_default_features,
-                                 oom_features=spec.oom_features)
+                                 oom_features=spec.oom_features, estimate_features=spec.estimate_features)
     return {s.name: s.on for s in states}
 
 

@@ -1,0 +1,52 @@
+"""The memory estimate for people: one row per phase, the device, the headroom, what would fit."""
+
+from __future__ import annotations
+
+from verl_deploy.cli.output import console
+from verl_deploy.pipeline import Prepared
+
+
+def show_memory(prepared: Prepared, *, stderr: bool = False) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = console(stderr=stderr)
+    estimate = prepared.memory
+    if estimate is None:
+        out.print(f"[bold]memory[/]: no estimate ({escape(prepared.memory_note)})")
+        return
+    limit = estimate.limit_gb
+    table = Table(title=f"memory per device ({escape(estimate.model)}, {escape(estimate.layout)})", box=None,
+                  header_style="bold", title_justify="left")
+    for column in ("phase", "GiB", "of limit", "terms (GiB)"):
+        table.add_column(column, overflow="fold")
+    for name, terms in estimate.phases.items():
+        gb = estimate.phase_gb(name)
+        over = name in estimate.over()
+        style = "red" if over else ("yellow" if gb > 0.85 * limit else "")
+        shown = " · ".join(f"{k} {v.gb:.1f}" for k, v in terms.items() if v.gb >= 0.05)
+        if name == "rollout":
+            shown += f" · KV left {estimate.kv_left.gb:.1f} (needs {estimate.kv_needed.gb:.2f})"
+        if name in estimate.observed:
+            shown += f" · {estimate.observed[name]}"
+        cell = f"{gb:.1f}"
+        table.add_row(name, f"[{style}]{cell}[/]" if style else cell, f"{gb / limit:.0%}" if limit else "-",
+                      escape(shown))
+    out.print(table)
+    peak = estimate.peak_phase
+    out.print(f"device {estimate.device.total_gb:g} GiB ({escape(estimate.device.source)}), usable "
+              f"{estimate.device.usable_gb:.1f}, limit {limit:.1f}; peak {estimate.peak_gb:.1f} GiB in {peak}, "
+              f"headroom {limit - estimate.peak_gb:+.1f} GiB")
+    out.print(f"[dim]why {peak}: " + escape("; ".join(f"{k} = {v.formula}" for k, v in estimate.phases[peak].items()))
+              + "[/]")
+    host = f"host about {estimate.host_gb_per_node:.0f} GiB per node"
+    if estimate.host_total_gb is not None:
+        host += f" of {estimate.host_total_gb:.0f} GiB" + (" [red](too much)[/]" if estimate.host_fits is False else "")
+    out.print(host)
+    if estimate.fits:
+        out.print("[green]fits[/]" + (" (with the features the estimate added)" if prepared.spec.estimate_features else ""))
+    else:
+        needs = ", ".join(estimate.needs) or "more devices"
+        out.print(f"[bold red]does not fit[/]: {', '.join(estimate.over())}; would fit with: {escape(needs)}")
+        if estimate.alternatives:
+            out.print("  or, without a new feature: " + escape(", ".join(estimate.alternatives)))

@@ -1,0 +1,123 @@
+"""Memory estimate: peak memory per device for each phase of a verl step, before launching.
+
+``estimate_plan(plan)`` reads the model's config.json, the compiled plan (what verl will get) and
+the device's memory, and returns a ``MemoryEstimate`` (phases with their terms and formulas,
+fits, host memory per node, what would make it fit, the assumptions) or None with the reason.
+Modules: model (config.json -> shape), setup (plan -> inputs), device_memory, terms (one formula
+each), phases (terms alive per phase), estimate (fits and needs), calibration (the OOM log).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verl_deploy.memory import calibration
+from verl_deploy.memory.device_memory import device_memory
+from verl_deploy.memory.estimate import (MEMORY_FEATURES, MemoryEstimate, build, find_alternative, find_needs,
+                                         memory_features_on)
+from verl_deploy.memory.model import load_shape
+from verl_deploy.memory.setup import Setup, setup_from_plan
+
+__all__ = ["MemoryEstimate", "estimate_plan", "needed_features"]
+
+
+def _features_on(setup: Setup) -> list[str]:
+    """The memory features a setup has, in the ladder's order."""
+    on = memory_features_on(setup)
+    return [f for f in MEMORY_FEATURES[setup.framework] if f in on]
+
+
+def estimate_plan(plan, *, use_calibration: bool = True,
+                  calibration_file: Path | None = None) -> tuple[MemoryEstimate | None, str]:
+    """(estimate, how the model was found) or (None, why there is no estimate)."""
+    spec = plan.spec
+    shape, how = load_shape(spec.model_path)
+    if shape is None:
+        return None, how
+    setup = setup_from_plan(plan)
+    device = device_memory(spec.device, spec.device_memory_gb, spec.sources.get("device_memory_gb", "default"),
+                           spec.device_name)
+    estimate = build(shape, setup, device, spec.host_memory_gb)
+    on = _features_on(setup)
+    required: list[str] = []
+    knob_needs: list[str] = []
+    if use_calibration:
+        for lesson in calibration.lessons(calibration.read(calibration_file), shape.name, setup.layout(), device.total_gb):
+            seen = f"calibration log: OOM in {lesson.phase} with {', '.join(lesson.features_on) or 'no memory features'}"
+            if not lesson.added:  # the ladder ran out: what was on was not enough, whatever comes next
+                missing = [f for f in MEMORY_FEATURES[setup.framework] if f not in lesson.features_on]
+                if set(lesson.features_on) <= set(on):
+                    estimate.observed[lesson.phase] = f"{seen}; the OOM ladder could not fix it"
+                    required += [f for f in (*lesson.features_on, *missing) if f not in on]
+                    if not missing:
+                        knob_needs.append("more devices or a larger TP/PP (the calibration log saw this OOM "
+                                          "with every memory feature on)")
+            elif lesson.added in MEMORY_FEATURES[setup.framework] and lesson.added not in on:
+                estimate.observed[lesson.phase] = f"{seen}; fixed by adding {lesson.added}"
+                required += [f for f in (*lesson.features_on, lesson.added)
+                             if f in MEMORY_FEATURES[setup.framework] and f not in on]
+            elif lesson.added.startswith("gpu_memory_utilization="):
+                try:
+                    lowered = float(lesson.added.split("=", 1)[1])
+                except ValueError:
+                    continue
+                if setup.gpu_memory_utilization > lowered:
+                    estimate.observed[lesson.phase] = f"{seen}; the ladder lowered {lesson.added}"
+                    knob_needs.append(lesson.added)
+    if not estimate.fits:
+        estimate.needs = list(dict.fromkeys(find_needs(shape, setup, device, list(dict.fromkeys(required)))
+                                            + knob_needs))
+        if not estimate.observed:  # a seen OOM is not fixed by knobs the model alone suggests
+            estimate.alternatives = find_alternative(shape, setup, device)
+    estimate.assumptions = assumptions(setup, how, device)
+    return estimate, how
+
+
+def needed_features(estimate: MemoryEstimate) -> list[str]:
+    """The memory features among the estimate's needs (what launch adds)."""
+    features = {f for names in MEMORY_FEATURES.values() for f in names}
+    return [n for n in estimate.needs if n in features]
+
+
+def assumptions(setup: Setup, how: str, device) -> list[str]:
+    found = [
+        f"model shape from {how}",
+        f"device memory {device.total_gb:g} GiB ({device.source}), {device.usable_gb:.2f} GiB usable by a process; "
+        "a phase fits under 95 % of that (allocator fragmentation)",
+        "GB figures are GiB (2^30 bytes); lengths at their maximum (prompt + response), the worst step",
+        "reference model " + ("loaded (use_kl_loss or use_kl_in_reward)" if setup.ref_loaded else
+                              "not loaded (use_kl_loss and use_kl_in_reward are off, as verl decides)"),
+    ]
+    if setup.colocated:
+        found.append(("rollout engine sleeps during training (free_cache_engine; vLLM sleep level 1 on NPU keeps its "
+                      "weights in host memory, level 2 on GPU from vLLM 0.8.5 drops them)") if setup.free_cache_engine else
+                     "free_cache_engine off: the rollout engine keeps its share during training")
+        if setup.device == "npu" and setup.free_cache_engine:
+            found.append("NPU: vllm-ascend sleep mode is assumed to release memory (it did not in vllm-ascend "
+                         "0.8.4rc2; it does not combine with PYTORCH_NPU_ALLOC_CONF=expandable_segments)")
+    else:
+        found.append("one-step-off: rollout devices hold only the engine; the weight sync between the pools "
+                     "(a bucket at a time) is not counted")
+    if setup.rollout_engine == "sglang":
+        found.append("sglang: mem_fraction_static is a share of free memory; treated as vLLM's share of the device")
+    found.append("offloaded parameters and optimizer state are loaded back for the actor update (verl's "
+                 "workers do), so offload lowers the rollout and log-prob peaks, not the update's")
+    return found
+
+
+def record_oom(spec, phase: str | None, added: str, path: Path | None = None) -> bool:
+    """Append an OOM the recovery ladder saw to the calibration log; False when it cannot be keyed."""
+    from verl_deploy.compiler import compile_plan
+    from verl_deploy.profiles import Profile, profile_for
+
+    profile = profile_for(spec.verl_version)
+    if not isinstance(profile, Profile):
+        return False
+    shape, _ = load_shape(spec.model_path)
+    if shape is None:
+        return False
+    setup = setup_from_plan(compile_plan(spec, profile))
+    device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+    calibration.append(calibration.Entry(shape.name, setup.layout(), device.total_gb, phase or "actor_update",
+                                         tuple(_features_on(setup)), added), path)
+    return True

@@ -1,0 +1,89 @@
+"""The local calibration log: device OOMs the recovery ladder saw, and what it changed.
+
+One JSON object per line in ``<state dir>/memory-calibration.jsonl``: the model, layout and device
+memory the OOM happened on, the phase, the memory features that were on, and what the ladder
+added (a feature, or ``gpu_memory_utilization=0.5``). The estimate reads the entries for the same
+model x layout x device: a configuration that already ran out of memory in a phase does not fit
+until it has what the ladder added. The estimator reads only this file, never a run record.
+Every line may be damaged: bad lines are skipped, the file is read up to a bound.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from verl_deploy.statedir import state_dir
+
+LOG_NAME = "memory-calibration.jsonl"
+MAX_BYTES = 1_000_000
+MAX_ENTRIES = 2000
+
+
+@dataclass(frozen=True)
+class Entry:
+    model: str
+    layout: str
+    device_gb: float
+    phase: str
+    features_on: tuple[str, ...]
+    added: str
+
+    def matches(self, model: str, layout: str, device_gb: float) -> bool:
+        return self.model == model and self.layout == layout and abs(self.device_gb - device_gb) < 0.5
+
+
+def log_path() -> Path:
+    return state_dir() / LOG_NAME
+
+
+def append(entry: Entry, path: Path | None = None) -> None:
+    path = path or log_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": entry.model,
+                       "layout": entry.layout, "device_gb": entry.device_gb, "phase": entry.phase,
+                       "features_on": list(entry.features_on), "added": entry.added})
+    with open(path, "a", encoding="utf-8") as handle:  # one short line per write: appends do not interleave
+        handle.write(line + "\n")
+
+
+def _entry(data: object) -> Entry | None:
+    if not isinstance(data, dict):
+        return None
+    try:
+        features = data.get("features_on") or []
+        if not isinstance(features, list):
+            return None
+        return Entry(str(data["model"])[:200], str(data["layout"])[:200], float(data["device_gb"]),
+                     str(data["phase"])[:40], tuple(str(f)[:40] for f in features[:10]), str(data["added"])[:80])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def read(path: Path | None = None) -> list[Entry]:
+    path = path or log_path()
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            if size > MAX_BYTES:
+                handle.seek(size - MAX_BYTES)
+                handle.readline()  # drop the partial first line
+            raw = handle.read(MAX_BYTES)
+    except OSError:
+        return []
+    entries = []
+    for line in raw.decode("utf-8", errors="replace").splitlines()[-MAX_ENTRIES:]:
+        try:
+            entry = _entry(json.loads(line))
+        except ValueError:
+            continue
+        if entry:
+            entries.append(entry)
+    return entries
+
+
+def lessons(entries: list[Entry], model: str, layout: str, device_gb: float) -> list[Entry]:
+    return [e for e in entries if e.matches(model, layout, device_gb)]
+

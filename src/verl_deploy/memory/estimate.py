@@ -1,0 +1,219 @@
+"""The estimate: phases on one device against its memory, the host per node, and what would fit.
+
+``fits`` is false when any phase's peak exceeds the usable device memory, or the rollout engine's
+budget leaves less KV cache than one ``max_model_len`` sequence needs (vLLM refuses to start).
+``needs`` is the smallest change found that fits: memory features first (the OOM ladder's order),
+then knob changes (gpu_memory_utilization, the token budget, the micro-batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verl_deploy import features as registry
+from verl_deploy.memory import terms as t
+from verl_deploy.memory.device_memory import DeviceMemory
+from verl_deploy.memory.model import ModelShape
+from verl_deploy.memory.phases import kv_room, phase_terms
+from verl_deploy.memory.setup import Setup
+from verl_deploy.runs.recovery import FSDP_LADDER
+
+HEADROOM = 0.05  # allocator fragmentation: a phase must stay under 95 % of the usable memory
+HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
+# feature knob -> Setup field(s), to ask "would this feature make it fit?"
+KNOB_FIELDS = {
+    "param_offload": ("param_offload", "ref_param_offload"), "grad_offload": ("grad_offload",),
+    "optimizer_offload": ("optimizer_offload",), "recompute_granularity": ("recompute",),
+    "recompute_method": ("recompute_method",), "recompute_num_layers": ("recompute_layers",),
+    "gradient_checkpointing": ("gradient_checkpointing",),
+}
+# the OOM ladder's order, from the one place that says it
+MEMORY_FEATURES = {"megatron": registry.OOM_LADDER, "fsdp": FSDP_LADDER}
+
+
+@dataclass
+class MemoryEstimate:
+    device: DeviceMemory
+    phases: dict[str, dict[str, t.Term]]
+    kv_left: t.Term
+    kv_needed: t.Term
+    host_gb_per_node: float
+    host_total_gb: float | None
+    needs: list[str] = field(default_factory=list)
+    alternatives: list[str] = field(default_factory=list)  # knob changes alone that would fit
+    assumptions: list[str] = field(default_factory=list)
+    observed: dict[str, str] = field(default_factory=dict)  # phase -> what the calibration log says
+    model: str = ""
+    layout: str = ""
+
+    @property
+    def limit_gb(self) -> float:
+        return self.device.usable_gb * (1 - HEADROOM)
+
+    def phase_gb(self, name: str) -> float:
+        return sum(term.gb for term in self.phases[name].values())
+
+    @property
+    def peak_phase(self) -> str:
+        return max(self.phases, key=self.phase_gb)
+
+    @property
+    def peak_gb(self) -> float:
+        return self.phase_gb(self.peak_phase)
+
+    @property
+    def kv_fits(self) -> bool:
+        return self.kv_left.bytes >= self.kv_needed.bytes
+
+    def over(self) -> list[str]:
+        """Phases over the limit (estimated or seen in the calibration log)."""
+        found = [p for p in self.phases if self.phase_gb(p) > self.limit_gb or p in self.observed]
+        if not self.kv_fits and "rollout" not in found:
+            found.append("rollout")
+        return found
+
+    @property
+    def fits(self) -> bool:
+        return not self.over()
+
+    @property
+    def host_fits(self) -> bool | None:
+        return None if self.host_total_gb is None else self.host_gb_per_node <= self.host_total_gb * 0.9
+
+    def to_dict(self) -> dict:
+        phases = {name: {"gb": round(self.phase_gb(name), 2),
+                         "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula} for k, v in terms.items()}}
+                  for name, terms in self.phases.items()}
+        phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula}
+        phases["rollout"]["terms"]["kv_cache_needed"] = {"gb": round(self.kv_needed.gb, 2),
+                                                         "formula": self.kv_needed.formula}
+        return {
+            "device_gb": round(self.device.total_gb, 2), "usable_gb": round(self.device.usable_gb, 2),
+            "limit_gb": round(self.limit_gb, 2), "peak_gb": round(self.peak_gb, 2), "peak_phase": self.peak_phase,
+            "fits": self.fits, "over": self.over(), "phases": phases,
+            "host_gb_per_node": round(self.host_gb_per_node, 1),
+            "host_total_gb": None if self.host_total_gb is None else round(self.host_total_gb, 1),
+            "host_fits": self.host_fits, "needs": list(self.needs),
+            "alternatives": list(self.alternatives), "assumptions": list(self.assumptions),
+            "model": self.model, "layout": self.layout,
+        }
+
+
+def host_gb_per_node(m: ModelShape, s: Setup) -> float:
+    """Host memory per node: the offloaded state of its trainer devices, the sleeping engine's
+    weights, a base per worker, and (FSDP) the whole model in fp32 while it is loaded."""
+    per_device = HOST_BASE_GB_PER_DEVICE * t.GIB
+    if s.param_offload:
+        per_device += t.actor_params(m, s).bytes
+    if s.optimizer_offload:
+        per_device += t.optimizer_states(m, s).bytes
+    if s.framework == "megatron":
+        if s.optimizer_offload_fraction > 0:  # Megatron's hybrid optimizer steps on the CPU: fp32 master,
+            # Adam m and v, and the fp32 gradients copied over for the step (16 B/param)
+            full = t.megatron_shard_params(m, s) * 16 / (s.dp if s.distributed_optimizer else 1)
+            per_device += full * min(1.0, s.optimizer_offload_fraction)
+        if s.grad_offload:
+            per_device += t.gradients(m, s).bytes
+    if s.ref_loaded and s.ref_param_offload:
+        per_device += t.ref_params(m, s).bytes
+    if s.colocated and s.free_cache_engine and s.device == "npu":
+        per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
+    steady = per_device * s.devices_per_node
+    loading = m.params() * 4 if s.framework == "fsdp" else 0  # global rank 0 builds the fp32 model (the head node)
+    return (steady + loading) / t.GIB
+
+
+def memory_features_on(s: Setup) -> set[str]:
+    on = set()
+    if s.param_offload and s.optimizer_offload:
+        on.add("offload")
+    if s.recompute == "full":
+        on.add("recompute")
+    if s.gradient_checkpointing:
+        on.add("gradient_checkpointing")
+    return on
+
+
+def with_features(s: Setup, names: list[str]) -> Setup:
+    changes: dict = {}
+    for name in names:
+        for knob, value in registry.BY_NAME[name].on.items():
+            for field_name in KNOB_FIELDS.get(knob, ()):
+                changes[field_name] = value
+    return s.with_(**changes)
+
+
+def build(m: ModelShape, s: Setup, device: DeviceMemory, host_total_gb: float | None) -> MemoryEstimate:
+    kv_left, kv_needed = kv_room(m, s, device.usable_gb)
+    return MemoryEstimate(device=device, phases=phase_terms(m, s, device.usable_gb), kv_left=kv_left,
+                          kv_needed=kv_needed, host_gb_per_node=host_gb_per_node(m, s), host_total_gb=host_total_gb,
+                          model=m.name, layout=s.layout())
+
+
+def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str] | None = None) -> list[str]:
+    """The smallest change that fits: features (ladder order), then knobs. Empty if nothing found."""
+    ladder = [f for f in MEMORY_FEATURES[s.framework] if f not in memory_features_on(s)]
+    required = [f for f in (required or []) if f in ladder]
+    options = [required] + [required + [f] for f in ladder if f not in required] + [required + ladder]
+    for names in options:
+        trial = with_features(s, list(dict.fromkeys(names)))
+        if build(m, trial, device, None).fits:
+            return list(dict.fromkeys(names))
+    features = list(dict.fromkeys(required + ladder))
+    knobs, fits = knob_changes(m, with_features(s, features), device)
+    if not fits:
+        return features + knobs + ["more devices or a larger TP/PP (no feature or knob change fits)"]
+    return features + knobs
+
+
+def find_alternative(m: ModelShape, s: Setup, device: DeviceMemory) -> list[str]:
+    """Knob changes alone (no new feature) that fit, or [] when there are none."""
+    knobs, fits = knob_changes(m, s, device)
+    return knobs if fits and knobs else []
+
+
+def knob_changes(m: ModelShape, s: Setup, device: DeviceMemory) -> tuple[list[str], bool]:
+    """Lower gpu_memory_utilization for the rollout, halve the token budget (not below one sequence)
+    or drop the micro-batch to 1 for log-prob and the update: (the changes, whether it then fits)."""
+    trial, knobs = s, []
+    estimate = build(m, trial, device, None)
+    if "rollout" in estimate.over():
+        gmu = _best_utilization(m, trial, device)
+        if gmu is not None:
+            trial = trial.with_(gpu_memory_utilization=gmu)
+            knobs.append(f"gpu_memory_utilization={gmu:g}")
+            estimate = build(m, trial, device, None)
+    split = trial.sp if trial.framework == "fsdp" else trial.cp
+    floor = -(-(trial.prompt_len + trial.response_len) // split)
+    for _ in range(8):
+        if not ({"actor_update", "log_prob"} & set(estimate.over())):
+            break
+        if trial.dynamic_bsz and trial.max_token_len // 2 >= floor:
+            trial = trial.with_(max_token_len=trial.max_token_len // 2,
+                                log_prob_max_token_len=min(trial.log_prob_max_token_len, trial.max_token_len // 2))
+        elif not trial.dynamic_bsz and (trial.micro_batch > 1 or trial.log_prob_micro_batch > 1):
+            trial = trial.with_(micro_batch=1, log_prob_micro_batch=1)
+        else:
+            break
+        estimate = build(m, trial, device, None)
+    if trial.max_token_len != s.max_token_len:
+        knobs.append(f"ppo_max_token_len_per_gpu={trial.max_token_len}")
+    if trial.log_prob_max_token_len != s.log_prob_max_token_len:
+        knobs.append(f"log_prob_max_token_len_per_gpu={trial.log_prob_max_token_len}")
+    if trial.micro_batch != s.micro_batch or trial.log_prob_micro_batch != s.log_prob_micro_batch:
+        knobs.append("ppo_micro_batch_size_per_gpu=1 (and log_prob_micro_batch_size_per_gpu=1)")
+    return knobs, estimate.fits
+
+
+def _best_utilization(m: ModelShape, s: Setup, device: DeviceMemory) -> float | None:
+    """The largest gpu_memory_utilization (0.05 steps, >= 0.3) whose rollout fits with KV room."""
+    gmu = round(min(s.gpu_memory_utilization, 0.95), 2)
+    while gmu >= 0.3 - 1e-9:
+        trial = s.with_(gpu_memory_utilization=gmu)
+        est = build(m, trial, device, None)
+        if "rollout" not in est.over() and est.kv_fits:
+            return gmu if gmu != s.gpu_memory_utilization else None
+        if not est.kv_fits:
+            return None  # lowering only shrinks the KV room further
+        gmu = round(gmu - 0.05, 2)
+    return None

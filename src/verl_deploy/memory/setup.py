@@ -1,0 +1,207 @@
+"""What the estimate needs to know about a run, read once from the compiled plan.
+
+The plan's final overrides (features, knobs and the user's own ``-o KEY=VALUE``) are what verl
+receives, so they are what the estimate reads; verl's defaults fill the rest. Nothing here
+knows a verl key: the names come from ``profiles/memory_keys.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import yaml
+
+from verl_deploy.profiles.memory_keys import default_for, key_for
+
+
+@dataclass(frozen=True)
+class Setup:
+    framework: str
+    device: str
+    mode: str
+    verl_version: str
+    devices_per_node: int  # trainer devices per node
+    nnodes: int
+    rollout_devices_per_node: int  # one-step-off: separate rollout devices
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int
+    sp: int  # FSDP Ulysses
+    fsdp_size: int
+    rollout_tp: int
+    rollout_ep: int
+    prompt_len: int
+    response_len: int
+    batch_size: int
+    mini_batch_size: int
+    n_resp: int
+    dynamic_bsz: bool
+    log_prob_dynamic_bsz: bool
+    max_token_len: int
+    log_prob_max_token_len: int
+    micro_batch: int
+    log_prob_micro_batch: int
+    param_offload: bool
+    optimizer_offload: bool
+    grad_offload: bool
+    ref_param_offload: bool
+    ref_loaded: bool
+    gradient_checkpointing: bool
+    recompute: str | None  # None | "full" | "selective"
+    recompute_method: str | None
+    recompute_layers: int | None
+    distributed_optimizer: bool
+    optimizer_offload_fraction: float
+    entropy_chunking: bool
+    entropy_checkpointing: bool
+    entropy_in_update: bool
+    remove_padding: bool
+    rollout_engine: str
+    gpu_memory_utilization: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    free_cache_engine: bool
+    enforce_eager: bool
+
+    @property
+    def world(self) -> int:
+        return self.devices_per_node * self.nnodes
+
+    @property
+    def colocated(self) -> bool:
+        return self.mode != "one-step-off"
+
+    @property
+    def dp(self) -> int:
+        if self.framework == "megatron":
+            return max(1, self.world // max(1, self.tp * self.pp * self.cp))
+        return max(1, self.world // max(1, self.sp))
+
+    @property
+    def fsdp_shards(self) -> int:
+        return self.world if self.fsdp_size < 1 or self.fsdp_size > self.world else self.fsdp_size
+
+    def layout(self) -> str:
+        if self.framework == "megatron":
+            text = f"megatron tp{self.tp} pp{self.pp} cp{self.cp}" + (f" ep{self.ep}" if self.ep > 1 else "")
+        else:
+            text = f"fsdp sp{self.sp}" + (f" fsdp{self.fsdp_size}" if self.fsdp_size not in (-1, 0) else "")
+        return f"{text} x{self.world} rollout-tp{self.rollout_tp} {self.mode}"
+
+    def with_(self, **changes: Any) -> "Setup":
+        return replace(self, **changes)
+
+
+def _parse(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+    return value
+
+
+def _bool(value: Any, default: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.strip().lower() in {"true", "1", "yes", "on"}
+    if isinstance(value, (int, float)):
+        return bool(value)
+    return default
+
+
+def _float(value: Any, default: float) -> float:
+    try:
+        number = float(_parse(value))
+    except (TypeError, ValueError):
+        return default
+    return number if number == number else default  # NaN
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number
+
+
+def _grad_offload(plan, read) -> bool:
+    """Megatron's gradient buffer leaves the device with grad_offload; from verl 0.9, which has no such
+    key, param_offload releases the gradients too (the profile knows which the version has)."""
+    spec = plan.spec
+    if spec.framework != "megatron":
+        return False
+    if plan.profile.keys_for("grad_offload", spec.framework, spec.device):
+        return _bool(read("grad_offload"), False)
+    return _bool(read("param_offload"), False)
+
+
+def setup_from_plan(plan) -> Setup:
+    """Read the memory inputs from a compiled plan (its spec, and the overrides verl will see)."""
+    spec = plan.spec
+    overrides = plan.override_map()
+
+    def read(name: str) -> Any:
+        key = key_for(name, spec.framework)
+        if key and key in overrides:
+            o = overrides[key]
+            return _parse(o.raw) if o.raw is not None else o.value
+        return default_for(name)
+
+    budget = _int(read("ppo_max_token_len_per_gpu"), spec.token_budget)
+    log_budget = _int(read("log_prob_max_token_len_per_gpu") or read("ref_log_prob_max_token_len_per_gpu"), budget)
+    micro = _int(read("ppo_micro_batch_size_per_gpu"), 1)
+    granularity = read("recompute_granularity")
+    dynamic = _bool(read("use_dynamic_bsz"), False)
+    log_dyn = read("log_prob_use_dynamic_bsz")
+    tp = spec.train_tp if spec.framework == "megatron" else 1
+    etp = read("expert_tensor_parallel_size")
+    max_model_len = read("max_model_len")
+    one_step_off = spec.mode == "one-step-off"
+    return Setup(
+        framework=spec.framework, device=spec.device, mode=spec.mode, verl_version=spec.verl_version,
+        devices_per_node=spec.trainer_devices, nnodes=spec.nnodes,
+        rollout_devices_per_node=spec.rollout_gpus if one_step_off else spec.trainer_devices,
+        tp=tp, pp=spec.train_pp if spec.framework == "megatron" else 1,
+        cp=spec.train_cp if spec.framework == "megatron" else 1,
+        ep=max(1, _int(read("expert_model_parallel_size"), 1)), etp=max(1, _int(etp, tp) if etp else tp),
+        sp=max(1, _int(read("ulysses_sequence_parallel_size"), 1)) if spec.framework == "fsdp" else 1,
+        fsdp_size=_int(read("fsdp_size"), -1),
+        rollout_tp=max(1, _int(read("rollout_tp"), spec.rollout_tp)),
+        rollout_ep=max(1, _int(read("rollout_ep"), 1)),
+        prompt_len=spec.max_prompt_length, response_len=spec.max_response_length,
+        batch_size=spec.batch_size, mini_batch_size=_int(read("ppo_mini_batch_size"), spec.effective_mini_batch_size),
+        n_resp=spec.n_resp_per_prompt, dynamic_bsz=dynamic,
+        log_prob_dynamic_bsz=_bool(log_dyn, dynamic) if log_dyn is not None else dynamic,
+        max_token_len=max(1, budget), log_prob_max_token_len=max(1, log_budget),
+        micro_batch=max(1, micro), log_prob_micro_batch=max(1, _int(read("log_prob_micro_batch_size_per_gpu"), micro)),
+        param_offload=_bool(read("param_offload"), False),
+        optimizer_offload=_bool(read("optimizer_offload"), False),
+        grad_offload=_grad_offload(plan, read),
+        ref_param_offload=_bool(read("ref_param_offload"), False),
+        ref_loaded=_bool(read("use_kl_loss"), False) or _bool(read("use_kl_in_reward"), False),
+        gradient_checkpointing=_bool(read("gradient_checkpointing"), False) if spec.framework == "fsdp" else False,
+        recompute=(str(granularity) if granularity not in (None, "null", "") else None) if spec.framework == "megatron" else None,
+        recompute_method=(str(read("recompute_method")) if read("recompute_method") else None),
+        recompute_layers=_int(read("recompute_num_layers"), 0) or None,
+        distributed_optimizer=_bool(read("use_distributed_optimizer"), True),
+        optimizer_offload_fraction=min(1.0, max(0.0, _float(read("optimizer_offload_fraction"), 0.0)))
+        if _bool(read("optimizer_cpu_offload"), False) else 0.0,
+        entropy_chunking=_bool(read("entropy_from_logits_with_chunking"), False),
+        entropy_checkpointing=_bool(read("entropy_checkpointing"), False),
+        entropy_in_update=_float(read("entropy_coeff"), 0.0) != 0,
+        remove_padding=_bool(read("remove_padding"), False),
+        rollout_engine=str(read("rollout_name") or "vllm"),
+        gpu_memory_utilization=min(0.99, max(0.01, _float(read("gpu_memory_utilization"), spec.gpu_memory_utilization))),
+        max_num_batched_tokens=_int(read("max_num_batched_tokens"), 8192),
+        max_num_seqs=_int(read("max_num_seqs"), 256),
+        max_model_len=_int(max_model_len, spec.token_budget) if max_model_len else spec.token_budget,
+        free_cache_engine=_bool(read("free_cache_engine"), True) if not one_step_off else False,
+        enforce_eager=_bool(read("enforce_eager"), False),
+    )

@@ -1,0 +1,64 @@
+"""The verl keys the memory estimate reads from a plan, and verl's defaults for them.
+
+Same in every supported version (0.7.0 .. 0.9.x, read from verl's `_generated_ppo_*trainer.yaml`
+at the tags). A name maps to (FSDP key, Megatron key); one key serves both when they agree.
+The estimate only reads; the compiler and the feature registry decide what is set.
+"""
+
+from __future__ import annotations
+
+A = "actor_rollout_ref."
+MEG = A + "actor.megatron."
+TC = MEG + "override_transformer_config."
+
+# name -> ((fsdp key, megatron key), verl's default)
+MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
+    "param_offload": ((A + "actor.fsdp_config.param_offload", MEG + "param_offload"), False),
+    "optimizer_offload": ((A + "actor.fsdp_config.optimizer_offload", MEG + "optimizer_offload"), False),
+    "grad_offload": (("", MEG + "grad_offload"), False),
+    "ref_param_offload": ((A + "ref.fsdp_config.param_offload", A + "ref.megatron.param_offload"), False),
+    "use_kl_loss": ((A + "actor.use_kl_loss",) * 2, False),
+    "use_kl_in_reward": (("algorithm.use_kl_in_reward",) * 2, False),
+    "use_dynamic_bsz": ((A + "actor.use_dynamic_bsz",) * 2, False),
+    "log_prob_use_dynamic_bsz": ((A + "rollout.log_prob_use_dynamic_bsz",) * 2, None),
+    "ppo_max_token_len_per_gpu": ((A + "actor.ppo_max_token_len_per_gpu",) * 2, 16384),
+    "log_prob_max_token_len_per_gpu": ((A + "rollout.log_prob_max_token_len_per_gpu",) * 2, None),
+    "ref_log_prob_max_token_len_per_gpu": ((A + "ref.log_prob_max_token_len_per_gpu",) * 2, None),
+    "ppo_micro_batch_size_per_gpu": ((A + "actor.ppo_micro_batch_size_per_gpu",) * 2, None),
+    "log_prob_micro_batch_size_per_gpu": ((A + "rollout.log_prob_micro_batch_size_per_gpu",) * 2, None),
+    "ppo_mini_batch_size": ((A + "actor.ppo_mini_batch_size",) * 2, 256),
+    "ulysses_sequence_parallel_size": ((A + "actor.ulysses_sequence_parallel_size", ""), 1),
+    "fsdp_size": ((A + "actor.fsdp_config.fsdp_size", ""), -1),
+    "gradient_checkpointing": ((A + "model.enable_gradient_checkpointing", ""), False),
+    "recompute_granularity": (("", TC + "recompute_granularity"), None),
+    "recompute_method": (("", TC + "recompute_method"), None),
+    "recompute_num_layers": (("", TC + "recompute_num_layers"), None),
+    "expert_model_parallel_size": (("", MEG + "expert_model_parallel_size"), 1),
+    "expert_tensor_parallel_size": (("", MEG + "expert_tensor_parallel_size"), None),
+    "use_distributed_optimizer": (("", MEG + "use_distributed_optimizer"), True),
+    "optimizer_offload_fraction": ((A + "actor.optim.override_optimizer_config.optimizer_offload_fraction",) * 2, 0.0),
+    "optimizer_cpu_offload": ((A + "actor.optim.override_optimizer_config.optimizer_cpu_offload",) * 2, False),
+    "entropy_from_logits_with_chunking": ((A + "actor.entropy_from_logits_with_chunking",) * 2, False),
+    "entropy_checkpointing": ((A + "actor.entropy_checkpointing",) * 2, False),
+    "entropy_coeff": ((A + "actor.entropy_coeff",) * 2, 0),
+    "remove_padding": ((A + "model.use_remove_padding",) * 2, False),
+    "rollout_tp": ((A + "rollout.tensor_model_parallel_size",) * 2, 2),
+    "rollout_ep": ((A + "rollout.expert_parallel_size",) * 2, 1),
+    "gpu_memory_utilization": ((A + "rollout.gpu_memory_utilization",) * 2, 0.5),
+    "max_num_batched_tokens": ((A + "rollout.max_num_batched_tokens",) * 2, 8192),
+    "max_num_seqs": ((A + "rollout.max_num_seqs",) * 2, 256),
+    "max_model_len": ((A + "rollout.max_model_len",) * 2, None),
+    "free_cache_engine": ((A + "rollout.free_cache_engine",) * 2, True),
+    "enforce_eager": ((A + "rollout.enforce_eager",) * 2, False),
+    "rollout_name": ((A + "rollout.name",) * 2, "vllm"),
+}
+
+
+def key_for(name: str, framework: str) -> str:
+    """The key a memory input is read from ("" where the framework has none)."""
+    (fsdp, megatron), _ = MEMORY_KEYS[name]
+    return megatron if framework == "megatron" else fsdp
+
+
+def default_for(name: str) -> object:
+    return MEMORY_KEYS[name][1]

@@ -1,0 +1,279 @@
+"""Each memory term against a hand computation, for a dense (Qwen3-8B) and an MoE (Qwen3-30B-A3B)
+model, on FSDP and Megatron. The setups come from the real pipeline (flags -> spec -> compiled
+plan -> the overrides verl would get), so a key the estimate misreads fails here too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from verl_deploy.memory import estimate_plan, terms
+from verl_deploy.memory.model import load_shape
+from verl_deploy.memory.setup import setup_from_plan
+from verl_deploy.pipeline import prepare_spec
+from verl_deploy.sources import resolve
+
+FIXTURES = Path(__file__).parent / "fixtures" / "memory"
+A = "actor_rollout_ref."
+# Hand counts from config.json (see each test): embeddings + layers x (attention + 2 norms + MLP) + final norm
+QWEN3_8B = 151936 * 4096 * 2 + 36 * (4096 * 4096 * 2 + 2 * 4096 * 1024 + 2 * 4096 + 3 * 4096 * 12288) + 4096
+MOE_DENSE = 151936 * 2048 * 2 + 48 * (2048 * 4096 * 2 + 2 * 2048 * 512 + 2 * 2048 + 2048 * 128) + 2048
+MOE_EXPERTS = 48 * 128 * 3 * 2048 * 768
+
+
+def model(tmp_path: Path, name: str) -> str:
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / f"{name}.config.json", folder / "config.json")
+    return str(folder)
+
+
+def setup_and_shape(tmp_path, name, **flags):
+    spec = resolve(flags={"model_path": model(tmp_path, name), **flags}, environ={}, detected={})
+    prepared = prepare_spec(spec, check_verl=False)
+    shape, _ = load_shape(spec.model_path)
+    return setup_from_plan(prepared.plan), shape, prepared
+
+
+def test_parameter_counts_match_the_published_sizes(tmp_path):
+    dense, _ = load_shape(model(tmp_path, "Qwen3-8B"))
+    moe, _ = load_shape(model(tmp_path, "Qwen3-30B-A3B"))
+    assert dense.params() == QWEN3_8B == 8_190_726_144  # "8.2B"
+    assert moe.dense_params() == MOE_DENSE and moe.expert_params() == MOE_EXPERTS
+    assert round(moe.params() / 1e9, 1) == 30.5 and 3.3e9 < moe.active_params() < 3.4e9  # "30B-A3B"
+
+
+def test_fsdp_dense_terms(tmp_path):
+    s, m, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", device="gpu", devices="0-7", gen_tp=2,
+                                     allow_tp_mismatch=True, max_prompt_length=1024, max_response_length=3072,
+                              batch_size=64, n_resp_per_prompt=8,
+                              overrides=[f"{A}actor.use_kl_loss=True", f"{A}actor.ppo_max_token_len_per_gpu=8192"])
+    assert (s.fsdp_shards, s.ref_loaded, s.dynamic_bsz, s.max_token_len) == (8, True, True, 8192)
+    assert terms.actor_params(m, s).bytes == QWEN3_8B * 4 / 8  # fp32 params sharded over 8
+    assert terms.gradients(m, s).bytes == QWEN3_8B * 4 / 8
+    assert terms.optimizer_states(m, s).bytes == QWEN3_8B * 8 / 8  # Adam m, v
+    assert terms.ref_params(m, s).bytes == QWEN3_8B * 2 / 8  # bf16 reference
+    assert terms.kv_per_token(m, s).bytes == 36 * 8 * 128 * 2 * 2 / 2  # layers x KV heads x head dim x 2 B x K,V / TP
+    assert terms.rollout_weights(m, s).bytes == QWEN3_8B * 2 / 2
+    tokens, _ = terms.tokens_per_device(s, log_prob=False)
+    assert tokens == 8192
+    per_layer = 2 * (5 * 4096 + 2 * 4096 + 2 * 1024 + 4 * 12288)
+    assert terms.activations(m, s, tokens).bytes == 8192 * (36 * 2 * 4096 + per_layer)  # gradient checkpointing on
+    assert terms.logits(m, s, tokens, training=True, entropy=False).bytes == 8192 * 151936 * 4
+    assert terms.logits(m, s, tokens, training=False, entropy=True).bytes == 8192 * 151936 * (2 + 6)
+    phases = prepared.memory.phases
+    assert phases["ref_log_prob"]["ref_params"].bytes == QWEN3_8B * 2 / 8 and "ref_params" in phases["actor_update"]
+    layer = (QWEN3_8B - 151936 * 4096 * 2) / 36  # FSDP gathers two layers and the lm_head in bf16
+    assert terms.fsdp_unsharded(m, s, training=True).bytes == pytest.approx((2 * layer + 151936 * 4096) * 2 + layer * 2)
+
+
+def test_fsdp_without_checkpointing_and_with_entropy_chunking(tmp_path):
+    s, m, _ = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", device="npu", devices="0-7", gen_tp=2,
+                              allow_tp_mismatch=True, max_prompt_length=1024, max_response_length=1024,
+                              features="-gradient_checkpointing",
+                              overrides=[f"{A}actor.entropy_from_logits_with_chunking=True",
+                                         f"{A}actor.ulysses_sequence_parallel_size=2"])
+    assert (s.gradient_checkpointing, s.entropy_chunking, s.sp, s.ref_loaded) == (False, True, 2, False)
+    per_layer = 2 * (5 * 4096 + 2 * 4096 + 2 * 1024 + 4 * 12288)
+    assert terms.activations(m, s, 2048).bytes == 2048 * 36 * per_layer
+    assert terms.logits(m, s, 4096, training=False, entropy=True).bytes == 4096 * 151936 * 2 + 2048 * 151936 * 6
+    assert terms.ref_params(m, s).bytes == 0  # use_kl_loss off: verl builds no reference model
+
+
+def test_megatron_dense_terms_and_recompute(tmp_path):
+    s, m, _ = setup_and_shape(tmp_path, "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4, train_pp=2,
+                              max_prompt_length=2048, max_response_length=8192)
+    assert (s.tp, s.pp, s.dp, s.distributed_optimizer) == (4, 2, 1, True)
+    assert terms.actor_params(m, s).bytes == QWEN3_8B * 2 / 8
+    assert terms.gradients(m, s).bytes == QWEN3_8B * 4 / 8
+    assert terms.optimizer_states(m, s).bytes == QWEN3_8B * 12 / 8  # DP 1: nothing to shard over
+    per_layer = 2 * (5 * 4096 + 2 * 4096 + 2 * 1024 + 4 * 12288)
+    # no recompute: 18 layers per stage, 2 micro-batches in flight (PP 2), sequence-parallel over TP 4
+    assert terms.activations(m, s, 10240).bytes == 10240 * 18 * per_layer / 4 * 2
+    r, _, _ = setup_and_shape(tmp_path / "r", "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4, train_pp=2,
+                              features="recompute")  # the feature: full, block, 8 layers
+    assert (r.recompute, r.recompute_method, r.recompute_layers) == ("full", "block", 8)
+    stored = 10240 * (8 * 2 * 4096 + 10 * per_layer) / 4
+    assert terms.activations(m, r, 10240).bytes == stored * 2 + 10240 * per_layer / 4
+    assert terms.logits(m, s, 10240, training=True, entropy=False).bytes == 10240 * 151936 / 4 * 12
+
+
+def test_megatron_moe_terms_with_expert_parallel(tmp_path):
+    s, m, _ = setup_and_shape(tmp_path, "Qwen3-30B-A3B", framework="megatron", devices="0-15", train_tp=4,
+                              train_pp=1, gen_tp=4, max_prompt_length=2048, max_response_length=8192,
+                              overrides=[f"{A}actor.megatron.expert_model_parallel_size=4"])
+    assert (s.ep, s.etp, s.dp) == (4, 4, 4)
+    rank = MOE_DENSE / 4 + MOE_EXPERTS / (4 * 4)
+    assert terms.actor_params(m, s).bytes == rank * 2
+    assert terms.optimizer_states(m, s).bytes == rank * 12 / 4  # distributed optimizer over DP 4
+    assert terms.kv_per_token(m, s).bytes == 48 * 4 * 128 * 2 * 2 / 4
+    moe_layer = 2 * (5 * 2048 + 2 * 4096 + 2 * 512 + 4 * 8 * 768 + 2 * 8 * 2048)  # top-8 experts + token permutation
+    assert terms.layer_activation_bytes(m) == moe_layer
+
+
+def test_fsdp_moe_terms_and_rollout_expert_parallel(tmp_path):
+    s, m, _ = setup_and_shape(tmp_path, "Qwen3-30B-A3B", framework="fsdp", devices="0-15", nnodes=2, gen_tp=2,
+                              allow_tp_mismatch=True,
+                              overrides=[f"{A}rollout.expert_parallel_size=8", f"{A}actor.fsdp_config.fsdp_size=16"])
+    assert (s.world, s.fsdp_shards, s.rollout_ep) == (32, 16, 8)
+    assert terms.actor_params(m, s).bytes == (MOE_DENSE + MOE_EXPERTS) * 4 / 16
+    assert terms.rollout_weights(m, s).bytes == MOE_DENSE * 2 / 2 + MOE_EXPERTS * 2 / 8
+
+
+def test_offload_moves_the_rollout_peak_but_not_the_update(tmp_path):
+    base = dict(framework="fsdp", device="npu", devices="0-7", gen_tp=2, allow_tp_mismatch=True)
+    _, _, plain = setup_and_shape(tmp_path / "a", "Qwen3-8B", **base)
+    _, _, off = setup_and_shape(tmp_path / "b", "Qwen3-8B", features="offload", **base)
+    p, o = plain.memory, off.memory
+    resident = (QWEN3_8B * 4 / 8 + QWEN3_8B * 8 / 8) / terms.GIB  # fp32 params + Adam stay on the device
+    assert p.phase_gb("rollout") - o.phase_gb("rollout") == pytest.approx(resident)
+    assert p.phase_gb("actor_update") == pytest.approx(o.phase_gb("actor_update"))  # verl loads them back
+    assert o.host_gb_per_node > p.host_gb_per_node
+
+
+def test_a_plan_that_cannot_fit_names_what_would(tmp_path):
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4,
+                                     train_pp=2, device_memory_gb=32)
+    memory = prepared.memory
+    assert not memory.fits and "rollout" in memory.over()
+    assert memory.needs and memory.needs[0] == "offload"
+    warning = [f for f in prepared.findings if f.field == "memory"]
+    assert warning and "will not fit" in warning[0].message and "offload" in warning[0].fix
+
+
+def test_free_cache_engine_off_keeps_the_engine_share_during_training(tmp_path):
+    base = dict(framework="fsdp", device="gpu", devices="0-7", gen_tp=2, allow_tp_mismatch=True)
+    _, _, asleep = setup_and_shape(tmp_path / "a", "Qwen3-8B", **base)
+    _, _, awake = setup_and_shape(tmp_path / "b", "Qwen3-8B", **base,
+                                  overrides=[f"{A}rollout.free_cache_engine=False"])
+    share = 0.6 * asleep.memory.device.usable_gb
+    overhead = terms.engine_overhead(setup_from_plan(asleep.plan)).gb
+    for phase in ("log_prob", "actor_update"):
+        assert awake.memory.phase_gb(phase) - asleep.memory.phase_gb(phase) == pytest.approx(share - overhead)
+    assert "rollout_weights" not in awake.memory.phases["weight_sync"]  # inside the share, not twice
+
+
+def test_a_calibration_lesson_requires_everything_that_was_on_plus_the_fix(tmp_path):
+    from verl_deploy.memory import calibration
+
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4,
+                                     train_pp=2)
+    log = tmp_path / "calibration.jsonl"
+    layout = prepared.memory.layout
+    calibration.append(calibration.Entry("Qwen3-8B", layout, 64.0, "actor_update", ("offload",), "recompute"), log)
+    estimate, _ = estimate_plan(prepared.plan, calibration_file=log)
+    assert not estimate.fits and estimate.needs[:2] == ["offload", "recompute"]
+    assert "OOM in actor_update with offload" in estimate.observed["actor_update"]
+    elsewhere, _ = estimate_plan(prepared.plan, calibration_file=tmp_path / "missing.jsonl")
+    assert elsewhere.fits  # no log, no lesson
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"hidden_size": "big"}', "[1, 2]", '{"hidden_size": 0}'])
+def test_a_damaged_config_json_falls_back_on_the_name_or_says_why(tmp_path, content):
+    known = tmp_path / "Qwen3-8B-Instruct"
+    unknown = tmp_path / "my-model"
+    for folder in (known, unknown):
+        folder.mkdir()
+        (folder / "config.json").write_text(content)
+    shape, how = load_shape(str(known))
+    assert shape is not None and shape.params() == QWEN3_8B and "could not be used" in how
+    spec = resolve(flags={"model_path": str(unknown)}, environ={}, detected={})
+    prepared = prepare_spec(spec, check_verl=False)
+    assert prepared.memory is None and "could not be used" in prepared.memory_note
+    note = [f for f in prepared.findings if f.field == "memory"]
+    assert note and note[0].level == "info"
+
+
+def test_host_memory_per_node_counts_what_offload_moves_there(tmp_path):
+    base = dict(framework="megatron", devices="0-7", train_tp=4, train_pp=2, features="offload")
+    _, _, roomy = setup_and_shape(tmp_path / "a", "Qwen3-8B", host_memory_gb=1024, **base)
+    _, _, tight = setup_and_shape(tmp_path / "b", "Qwen3-8B", host_memory_gb=64, **base)
+    s = setup_from_plan(tight.plan)
+    shard = QWEN3_8B / 8  # parameters on one TP4 x PP2 rank
+    per_device = 4 * terms.GIB + shard * 2 + shard * 12 + shard * 4 + QWEN3_8B * 2 / 4  # base, params, Adam,
+    assert tight.memory.host_gb_per_node == pytest.approx(8 * per_device / terms.GIB)  # grads, asleep weights (NPU)
+    assert roomy.memory.host_fits is True and tight.memory.host_fits is False
+    assert any(f.field == "memory" and "host memory" in f.message for f in tight.findings)
+    assert s.param_offload and s.grad_offload and s.optimizer_offload
+
+
+def test_one_step_off_keeps_the_engine_off_the_trainer_devices(tmp_path):
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", mode="one-step-off", framework="fsdp", device="gpu",
+                                     trainer_gpus=4, rollout_gpus=4, gen_tp=2, allow_tp_mismatch=True)
+    phases = prepared.memory.phases
+    assert "weight_sync" not in phases and set(phases["rollout"]) == {"engine_budget", "engine_overhead"}
+    assert not any(name.startswith("rollout_engine") for name in phases["actor_update"])
+    shape, _ = load_shape(prepared.spec.model_path)
+    assert terms.actor_params(shape, setup_from_plan(prepared.plan)).bytes == QWEN3_8B * 4 / 4  # 4 trainer devices
+
+
+def test_knob_changes_alone_are_offered_beside_the_features(tmp_path):
+    # FSDP on 8 x 64 GiB NPUs with gpu_memory_utilization 0.9 and nothing offloaded: the rollout share plus
+    # the resident fp32 params and Adam do not fit; offload fixes it, and so does a lower utilization
+    _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", devices="0-7", gen_tp=2,
+                                     allow_tp_mismatch=True, gpu_memory_utilization=0.9)
+    memory = prepared.memory
+    assert memory.over() == ["rollout"] and memory.needs == ["offload"]
+    assert len(memory.alternatives) == 1 and memory.alternatives[0].startswith("gpu_memory_utilization=")
+    lowered = float(memory.alternatives[0].split("=")[1])
+    assert 0.3 <= lowered < 0.9
+    _, _, retry = setup_and_shape(tmp_path / "b", "Qwen3-8B", framework="fsdp", devices="0-7", gen_tp=2,
+                                  allow_tp_mismatch=True, gpu_memory_utilization=lowered)
+    assert retry.memory.fits
+
+
+def test_any_valid_spec_gets_a_finite_estimate_and_more_memory_never_hurts(tmp_path):
+    """Property: for layouts, features, lengths and devices a user can give, the estimate is finite,
+    non-negative, and a device with more memory never turns `fits` from true to false."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    folders = {name: model(tmp_path, name) for name in ("Qwen3-8B", "Qwen3-30B-A3B")}
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(name=st.sampled_from(sorted(folders)), framework=st.sampled_from(["megatron", "fsdp"]),
+           device=st.sampled_from(["npu", "gpu"]), layout=st.sampled_from([(1, 1), (2, 1), (4, 2), (8, 1), (2, 4)]),
+           mode=st.sampled_from(["dapo", "one-step-off"]), features=st.sets(st.sampled_from(
+               ["offload", "recompute", "gradient_checkpointing", "dynamic_batch", "remove_padding"])),
+           prompt=st.integers(16, 32768), response=st.integers(16, 65536), gmu=st.floats(0.1, 0.95),
+           memory_gb=st.floats(8, 200))
+    def check(name, framework, device, layout, mode, features, prompt, response, gmu, memory_gb):
+        usable = [f for f in features if not (f == "recompute" and framework == "fsdp")
+                  and not (f == "gradient_checkpointing" and framework == "megatron")]
+        flags = {"model_path": folders[name], "framework": framework, "device": device, "mode": mode,
+                 "train_tp": layout[0], "train_pp": layout[1], "max_prompt_length": prompt,
+                 "max_response_length": response, "gpu_memory_utilization": gmu, "device_memory_gb": memory_gb,
+                 "features": ",".join(usable) or None, "no_default_features": True}
+        if mode == "one-step-off":
+            flags.update(trainer_gpus=8, rollout_gpus=8, devices="0-15")
+        small = prepare_spec(resolve(flags=flags, environ={}, detected={}), check_verl=False).memory
+        big = prepare_spec(resolve(flags={**flags, "device_memory_gb": memory_gb * 2}, environ={}, detected={}),
+                           check_verl=False).memory
+        for estimate in (small, big):
+            assert estimate is not None
+            for phase in estimate.phases:
+                gb = estimate.phase_gb(phase)
+                assert gb == gb and 0 <= gb < 1e7
+            assert estimate.host_gb_per_node > 0
+        assert not (small.fits and not big.fits)
+
+    check()
+
+
+@pytest.mark.parametrize("name", ["Qwen3-8B", "Qwen3-30B-A3B", "Qwen2.5-7B", "Qwen3-32B"])
+def test_parameter_count_matches_the_real_model_definition(name):
+    """The count against Hugging Face's own model classes, built on the meta device (no weights)."""
+    torch = pytest.importorskip("torch", reason="needs torch (CPU) to build the model on the meta device")
+    transformers = pytest.importorskip("transformers", reason="needs transformers for the model definitions "
+                                                              "(not in the test extras: CI has no torch)")
+    from verl_deploy.memory.model import shape_from_config
+
+    data = json.loads((FIXTURES / f"{name}.config.json").read_text())
+    config = transformers.AutoConfig.for_model(**{k: v for k, v in data.items()
+                                                  if k not in ("architectures", "transformers_version")})
+    with torch.device("meta"):
+        real = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(config).parameters())
+    # ours leaves out the per-head q/k norms (Qwen3) and the q/k/v biases (Qwen2): < 0.01 %
+    assert shape_from_config(data).params() == pytest.approx(real, rel=1e-4)
