@@ -193,11 +193,11 @@ def in_container(docker_engine, tmp_path):
     devs = make_device_nodes(tmp_path / "dev", [f"davinci{i}" for i in range(8)] +
                              ["davinci_manager", "devmm_svm", "hisi_hdc"])
 
-    def start(name: str, devices: bool = True, **env: str) -> str:
+    def start(name: str, **env: str) -> str:
         """An Ascend-shaped container: the eight NPU nodes and the management devices, CANN's set_env.sh."""
         args = ["run", "-d", f"--name={name}", "--network=host", "--shm-size=1g", "-v", f"{tmp_path}:{tmp_path}",
                 "-e", f"FAKE_NPU_SMI={npu_smi_out}", "-e", "STANDIN_STEP_SECONDS=0.3"]
-        for node in sorted(devs.iterdir()) if devices else ():
+        for node in sorted(devs.iterdir()):
             args += ["--device", f"{node}:/dev/{node.name}"]
         for key, value in env.items():
             args += ["-e", f"{key}={value}"]
@@ -306,7 +306,7 @@ def area_rows(data: dict, area: str) -> dict:
 def test_check_reads_the_real_container_and_probes_inside_it(in_container):
     def docker_rows(name: str) -> tuple[dict, dict]:
         result = cli(in_container["env"], "check", "--container", name, "--json", "--search-root",
-                     str(in_container["tmp"] / "mnt"))
+                     str(in_container["tmp"] / "mnt"), "--ckpts-dir", str(in_container["tmp"] / "ckpts"))
         data = json.loads(result.stdout)
         return area_rows(data, "docker"), data
 
@@ -316,6 +316,10 @@ def test_check_reads_the_real_container_and_probes_inside_it(in_container):
     assert rows["shm"]["status"] == "warning" and "1" in rows["shm"]["value"], rows["shm"]  # 1 GiB < 16 GiB
     assert f"container {name}" in area_rows(data, "accelerators")["npu-smi"]["value"]  # npu-smi ran inside it
     assert "3.11.2" in json.dumps(data["areas"]["software"])  # the container's Debian python, not this host's
-    bare = in_container["start"](unique("vd-check-bare"), devices=False)
+    assert rows["checkpoints"]["status"] == "ok" and f"{in_container['tmp']} ->" in rows["mounts"]["value"]
+    bare = unique("vd-check-bare")
+    in_container["engine"].docker("run", "-d", f"--name={bare}", "--network=host", in_container["engine"].image,
+                                  "sleep", "infinity")
     rows, _ = docker_rows(bare)
     assert rows["NPU devices"]["status"] == "error" and "/dev/davinci0" in rows["NPU devices"]["value"]
+    assert rows["checkpoints"]["status"] == "warning" and rows["mounts"]["value"] == "none"
