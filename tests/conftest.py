@@ -113,6 +113,25 @@ def make_model(root: Path, config: dict, *, shards: int = 2, drop_shard: bool = 
     return root
 
 
+def ascend_site(tmp_path: Path) -> Path:
+    """torch_npu's metadata for the fake Ascend host's Python, when this Python has (CPU) torch.
+
+    An Ascend host pairs torch with torch_npu of the same release; without this, the CPU torch that the
+    verl tests install would make every fake Ascend host "torch without torch_npu" (an error)."""
+    import importlib.metadata
+
+    site = tmp_path / "ascend-site"
+    site.mkdir(exist_ok=True)
+    try:
+        torch = importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return site
+    info = site / f"torch_npu-{torch}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {torch}\n")
+    return site
+
+
 @pytest.fixture()
 def npu_host(tmp_path):
     """A fake Ascend host: 8 idle 910B3 (npu-smi fixture), CANN tree, a model and DAPO data under a search root."""
@@ -129,6 +148,7 @@ def npu_host(tmp_path):
         (ascend / rel).parent.mkdir(parents=True, exist_ok=True)
         (ascend / rel).write_text(content)
     env = {
+        "PYTHONPATH": str(ascend_site(tmp_path)),
         "PATH": f"{FAKES}:{Path(sys.executable).parent}:/usr/bin:/bin",
         "FAKE_NPU_SMI": str(HW / "npu-smi-910b3-8npu-idle.txt"),
         "FAKE_DOCKER_PS": str(tmp_path / "ps.jsonl"), "FAKE_DOCKER_IMAGES": str(HW / "docker-images-format-json-docker-docs.jsonl"),
@@ -144,3 +164,24 @@ def npu_host(tmp_path):
     return {"root": root, "env": env, "tmp": tmp_path}
 
 
+
+
+# -- a real, private Docker engine (tests/realdocker.py) ------------------------------------------
+
+@pytest.fixture(scope="session")
+def docker_engine():
+    """A dockerd of the test session's own (own socket and data root), stopped at the end."""
+    from realdocker import Unavailable, import_image, start_engine
+
+    try:
+        engine = start_engine()
+    except Unavailable as exc:
+        pytest.skip(f"no real Docker engine here: {exc}")
+    try:
+        try:
+            engine.image = import_image(engine)
+        except Unavailable as exc:
+            pytest.skip(f"no test image: {exc}")
+        yield engine
+    finally:
+        engine.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 from pathlib import Path
 
 import pexpect
+import pytest
 import pyte
 import yaml
 
@@ -207,7 +209,7 @@ def recording_docker(tmp_path: Path) -> tuple[Path, Path]:
     (bin_dir / "docker").write_text(f"""#!/usr/bin/env bash
 printf '%s\\n' "$*" >> {log}
 case "$1" in
-  inspect) echo '[]'; echo "Error: No such object: $2" >&2; exit 1 ;;
+  inspect|container) echo '[]'; echo "Error: No such object: ${{@: -1}}" >&2; exit 1 ;;
   image) exit 0 ;;
   run) echo 0123456789abcdef; exit 0 ;;
 esac
@@ -217,30 +219,56 @@ exit 0
     return bin_dir, log
 
 
+def ascend_nodes(tmp_path: Path) -> Path:
+    """Stand-in NPU device nodes (character devices made with mknod), as /dev has them on an Ascend host."""
+    if os.geteuid() != 0:
+        pytest.skip("mknod of the stand-in NPU device nodes needs root")
+    devs = tmp_path / "dev"
+    devs.mkdir()
+    for node in [f"davinci{i}" for i in range(8)] + ["davinci_manager", "devmm_svm", "hisi_hdc"]:
+        os.mknod(devs / node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    return devs
+
+
+CHANGING = re.compile(r"^(run|start|pull|load|create|rm|cp|exec|stop|restart)\b")
+
+
 def test_no_side_effect_before_yes(tmp_path, npu_host):
     bin_dir, log = recording_docker(tmp_path)
-    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}")
+    devs = ascend_nodes(tmp_path)
+    driver = tmp_path / "driver"
+    (driver / "usr/local/bin").mkdir(parents=True)
+    (driver / "usr/local/bin/npu-smi").write_text("")
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", VERL_DEPLOY_DEV_ROOT=str(devs),
+               VERL_DEPLOY_DRIVER_ROOT=str(driver))
+
+    def changing_calls() -> list[str]:
+        return [c for c in log.read_text().splitlines() if CHANGING.match(c)] if log.exists() else []
+
     result = run_cli("container", "create", "my/image:1", "c1", env=env)  # no terminal, no --yes
     assert result.returncode == 2 and "pass --yes" in result.stderr
-    assert not log.exists()  # docker was never called
+    assert not changing_calls()  # only read-only questions (does c1 exist?) before the answer
     term = Terminal(["container", "create", "my/image:1", "c1"], env)
     term.answer("Proceed? [y/N]", "n\r")
     assert term.finish() == 1 and "nothing was changed" in term.raw
-    assert not log.exists()
+    assert not changing_calls()
     result = run_cli("container", "create", "my/image:1", "c1", "--yes", "--devices", "0,1",
                      "--http-proxy", "http://user:pw@proxy:3128", env=env)
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
     run = next(c for c in calls if c.startswith("run "))
-    assert "--device /dev/davinci0 --device /dev/davinci1 --device /dev/davinci_manager" in run
-    assert "-v /usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in run and "--net=host" in run
+    assert f"--device {devs}/davinci0:/dev/davinci0 --device {devs}/davinci1:/dev/davinci1 " \
+           f"--device {devs}/davinci_manager:/dev/davinci_manager" in run
+    assert f"-v {driver}/usr/local/bin/npu-smi:/usr/local/bin/npu-smi" in run and "--net=host" in run
+    assert "/usr/local/dcmi" not in run  # absent on this host: not mounted (docker would create it empty)
     assert "--env-file" in run and "user:pw" not in run  # the proxy goes through a file
-    assert run.endswith("my/image:1 sleep infinity")
+    assert run.endswith("-- my/image:1 sleep infinity")
 
 
 def test_the_summary_shows_sources_and_masks_the_key(tmp_path, npu_host):
     bin_dir, log = recording_docker(tmp_path)
-    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", SWANLAB_API_KEY="sk-abcdefgh1234")
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", SWANLAB_API_KEY="sk-abcdefgh1234",
+               VERL_DEPLOY_DEV_ROOT=str(ascend_nodes(tmp_path)))
     result = run_cli("container", "create", "img", "c1", "--swanlab", "yes", "--swanlab-host", "http://h:1", env=env)
     assert "****1234" in result.stderr and "sk-abcdefgh1234" not in result.stderr
     assert "env SWANLAB_API_KEY" in result.stderr and "flag --swanlab-host" in result.stderr
@@ -337,9 +365,10 @@ def test_seed_scripts_are_thin_wrappers_that_work(tmp_path, npu_host):
     assert generated.returncode == 0, generated.stderr
     assert (out / "start_verl.sh").exists() and (out / "run_training.sh").exists()
     bin_dir, log = recording_docker(tmp_path)
-    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}")
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}",
+               VERL_DEPLOY_DEV_ROOT=str(ascend_nodes(tmp_path)))
     created = script("verl_docker_run.sh", "my/image:2", "c2", "--yes", env=env)
     assert created.returncode == 0, created.stderr
-    assert any(c.startswith("run -d --name c2") for c in log.read_text().splitlines())
+    assert any(c.startswith("run -d --name=c2") for c in log.read_text().splitlines())
     for name in SCRIPTS.iterdir():
         assert len(name.read_text().splitlines()) <= 10, f"{name.name} should only call verl-deploy"

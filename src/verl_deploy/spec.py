@@ -67,6 +67,20 @@ def parse_hosts(value: object) -> list[str]:
     return hosts
 
 
+def parse_mount(value: str) -> str:
+    """HOST:CONTAINER[:ro|rw], both absolute; refused when it could be read as an option or split a line."""
+    if re.search(r"[\x00-\x1f\x7f]", value):
+        raise ValueError(f"{value!r} contains a control character (newline, tab, ...)")
+    if value.startswith("-"):
+        raise ValueError(f"{value!r} starts with '-' (it would reach docker as an option)")
+    parts = value.split(":")
+    if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+        raise ValueError(f"{value!r} is not HOST:CONTAINER or HOST:CONTAINER:ro")
+    if not all(part.startswith("/") for part in parts[:2]):
+        raise ValueError(f"{value!r}: both paths must be absolute")
+    return value
+
+
 class RunSpec(BaseModel):
     """The resolved run. Frozen: a change (e.g. a feature added on OOM) makes a new spec."""
 
@@ -96,6 +110,9 @@ class RunSpec(BaseModel):
     socket_ifname: Optional[str] = None
     container: Optional[str] = None
     image: str = DEFAULT_IMAGE
+    image_file: Optional[str] = Field(None, description="image tarball to `docker load` when the image is not local")
+    pull_timeout: int = Field(1800, ge=1, le=86_400, description="seconds a `docker pull` may take")
+    mounts: list[str] = Field(default_factory=list, description="extra HOST:CONTAINER[:ro] binds for a new container")
     http_proxy: Optional[str] = Field(None, description="proxy for a new container and pip inside it")
     https_proxy: Optional[str] = None
     device_memory_gb: Optional[float] = Field(None, gt=0, le=4096, description="memory of one device in GiB "
@@ -186,6 +203,11 @@ class RunSpec(BaseModel):
         if isinstance(value, str):
             return [value]
         return [str(v) for v in value]
+
+    @field_validator("mounts", mode="before")
+    @classmethod
+    def _mounts(cls, value: object) -> list[str]:
+        return [parse_mount(item) for item in cls._string_list(value)]
 
     @field_validator("verl_version")
     @classmethod

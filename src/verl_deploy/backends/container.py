@@ -8,10 +8,14 @@ directly; the process inside writes its pid so `stop` can end its process group 
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 from verl_deploy.backends.base import DetachedProcess, start_detached, stop_group
-from verl_deploy.backends.docker import DockerError, docker
+from verl_deploy.backends.docker import DockerError, docker, inspect
+
+
+RESTART_GRACE = 15.0  # seconds a stopped container is given to come back before it is called stopped
 
 
 class DockerBackend(DetachedProcess):
@@ -23,7 +27,7 @@ class DockerBackend(DetachedProcess):
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         remote = f"{self.remote_base}/{attempt_dir.parent.name}/{attempt_dir.name}"
-        made = docker(["exec", self.container, "mkdir", "-p", remote], timeout=60)
+        made = docker(["exec", self.container, "mkdir", "-p", "--", remote], timeout=60)
         if made.returncode != 0:
             raise DockerError(f"docker exec {self.container} mkdir: {made.stderr.strip()[-200:]}")
         copied = docker(["cp", f"{scripts_dir}/.", f"{self.container}:{remote}"], timeout=120)
@@ -37,8 +41,32 @@ class DockerBackend(DetachedProcess):
     def stop(self, handle: dict) -> None:
         remote = handle.get("remote")
         if remote:
-            subprocess.run(["docker", "exec", self.container, "sh", "-c",
+            # bash, not sh: dash (Ubuntu's and Debian's sh) refuses `kill -- -PGID` ("Illegal number: -")
+            subprocess.run(["docker", "exec", self.container, "bash", "-c",
                             f"kill -TERM -- -$(cat {remote}/pid) 2>/dev/null; sleep 2; "
                             f"kill -KILL -- -$(cat {remote}/pid) 2>/dev/null; true"],
                            capture_output=True, timeout=60, check=False)
         stop_group(handle.get("pid"), grace=5)
+
+    def explain_end(self, handle: dict) -> dict | None:
+        """Why the training ended when its log does not say: the container stopped, restarted or vanished."""
+        try:
+            state = inspect(self.container)
+            deadline = time.monotonic() + RESTART_GRACE
+            while state.exists and not state.running and time.monotonic() < deadline:  # mid-`docker restart`?
+                time.sleep(0.5)
+                state = inspect(self.container)
+        except DockerError:
+            return None
+        again = f"then `verl-deploy launch` again with the same --ckpts-dir: it resumes from the last checkpoint"
+        if not state.exists:
+            return {"class": "container_gone", "cause": f"container {self.container} was removed while the training "
+                    f"ran inside it", "fix": f"create it again (`verl-deploy container create`), {again}"}
+        if not state.running:
+            return {"class": "container_stopped", "cause": f"container {self.container} stopped ({state.status}) while "
+                    f"the training ran inside it", "fix": f"`docker start {self.container}`, {again}"}
+        if state.started_at and state.started_at > float(handle.get("spawned") or 0):
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.started_at))
+            return {"class": "container_restarted", "cause": f"container {self.container} was restarted at {when}: "
+                    f"the training inside it was ended", "fix": f"find out who restarted it (`docker events`), {again}"}
+        return None

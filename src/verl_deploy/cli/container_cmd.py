@@ -37,7 +37,7 @@ def create_command(
     **options: Any,
 ) -> None:
     """Create (or reuse, or start) the training container."""
-    from verl_deploy.backends.docker import DockerError, ensure_container
+    from verl_deploy.backends.docker import DockerError, ensure_container, inspect, preflight
     from verl_deploy.cli.confirm import confirm
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import console, fail
@@ -58,10 +58,13 @@ def create_command(
             raise UserError([error("NAME", "no container name", "verl-deploy container create IMAGE NAME")])
     except UserError as exc:
         raise fail(exc.findings) from None
-    confirm(Prepared(spec, None), f"container {spec.container} from {spec.image}", yes=yes)
     err = console(stderr=True)
     try:
-        state = ensure_container(spec, say=lambda text: err.print(f"[dim]{text}[/]"))
+        if not inspect(spec.container).exists:  # refused before the confirmation, nothing started
+            preflight(spec)
+        confirm(Prepared(spec, None), f"container {spec.container} from {spec.image}", yes=yes)
+        state = ensure_container(spec, say=lambda text: err.print(f"[dim]{text}[/]"),
+                                 warn=lambda text: err.print(f"[yellow]warning:[/] {text}"))
     except DockerError as exc:
-        raise fail([error("container", str(exc), "check `docker ps -a` and the daemon; see `verl-deploy check`")]) from None
+        raise fail([error("container", str(exc), exc.fix)]) from None
     console().print(f"container [bold]{state.name}[/] is {state.status} ({state.image})")

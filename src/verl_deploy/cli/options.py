@@ -53,6 +53,13 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("container", Optional[str], _opt("--container", help="Container the run uses.", rich_help_panel="Hardware")),
     ("image", Optional[str], _opt("--image", help="Image for a new container (default the verl 0.7.0 Ascend image).",
                                   rich_help_panel="Hardware")),
+    ("image_file", Optional[str], _opt("--image-file", help="Image tarball (`docker save` output) loaded with "
+                                       "`docker load` when the image is not on this host: no registry needed.",
+                                       rich_help_panel="Hardware")),
+    ("pull_timeout", Optional[int], _opt("--pull-timeout", help="Seconds a `docker pull` may take (default 1800).",
+                                         rich_help_panel="Hardware")),
+    ("mount", Optional[List[str]], _opt("--mount", help="Extra bind for a new container, HOST:CONTAINER[:ro]; "
+                                        "repeatable (data, models, code).", rich_help_panel="Hardware")),
     ("http_proxy", Optional[str], _opt("--http-proxy", help="Proxy for a new container and pip in it.",
                                        rich_help_panel="Hardware")),
     ("https_proxy", Optional[str], _opt("--https-proxy", help="HTTPS proxy for a new container and pip in it.",
@@ -148,11 +155,13 @@ def spec_options(func: Callable) -> Callable:
 def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     """The `flags` layer for sources.resolve, and the --config path."""
     flags: dict[str, Any] = {}
-    for name in SPEC_OPTION_NAMES - {"config", "override", "ignore_detected"}:
+    for name in SPEC_OPTION_NAMES - {"config", "override", "ignore_detected", "mount"}:
         value = options.get(name)
         if value is None or value is False:
             continue
         flags[name] = value
+    if options.get("mount"):
+        flags["mounts"] = list(options["mount"])
     if options.get("override"):
         flags["overrides"] = list(options["override"])
     if "swanlab" in flags:

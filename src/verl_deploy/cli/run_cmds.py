@@ -289,7 +289,10 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
         failure = f" ({attempt.failure['class']})" if attempt.failure and attempt.failure.get("class") else ""
         out.print(f"attempt {attempt.n}{added}: {escape(attempt.reason)}{result}{failure}")
     if record.failure:
-        out.print(f"[bold red]failure[/]: {escape(str(record.failure.get('class')))} — {escape(str(record.failure.get('decision') or record.failure.get('cause')))}")
+        cause, decision = record.failure.get("cause"), record.failure.get("decision")
+        out.print(f"[bold red]failure[/]: {escape(str(record.failure.get('class')))} — {escape(str(cause or decision))}")
+        if cause and decision:
+            out.print(f"decision: {escape(str(decision))}")
         if record.failure.get("fix"):
             out.print(f"fix: {escape(record.failure['fix'])}")
     log = record.current.log if record.current else ""

@@ -48,6 +48,8 @@ def container_devices(inspect: dict) -> dict:
         "running": bool((inspect.get("State") or {}).get("Running")),
         "status": (inspect.get("State") or {}).get("Status"),
         "image": (inspect.get("Config") or {}).get("Image"),
+        "mounts": [{"source": m.get("Source"), "destination": m.get("Destination"), "rw": m.get("RW", True)}
+                   for m in inspect.get("Mounts") or [] if isinstance(m, dict)],
     }
 
 
@@ -128,6 +130,31 @@ def _judge_container(area: Area, context: Context) -> None:
     if facts["ipc"] != "host" and shm is not None and shm < MIN_SHM:
         area.warning("shm", f"/dev/shm is {shm / (1 << 30):.1f} GiB (Ray keeps its object store there)",
                      "recreate the container with --shm-size=64g or --ipc=host")
+    _judge_mounts(area, spec, facts["mounts"])
     if spec.nnodes > 1 and facts["network"] != "host":
         area.error("network", f"{name} uses network {facts['network']!r}; nodes must reach each other's ports",
                    "recreate the container with --net=host")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _judge_mounts(area: Area, spec, mounts: list[dict]) -> None:
+    """The container's binds, and whether the checkpoints are on one at the same path.
+
+    Checkpoints in the container's own layer vanish with it, and the host-side supervisor reads
+    `latest_checkpointed_iteration.txt` at the same path to resume: both need a same-path bind."""
+    area.info("mounts", ", ".join(f"{m['source']} -> {m['destination']}{'' if m['rw'] else ' (ro)'}" for m in mounts)
+              or "none")
+    ckpts = spec.effective_ckpts_dir
+    same_path = [m for m in mounts if _under(ckpts, m["destination"]) and m["source"]
+                 and ckpts.replace(m["destination"], m["source"], 1) == ckpts]
+    if same_path and not same_path[0]["rw"]:
+        area.error("checkpoints", f"{ckpts} is on a read-only mount", "mount it read-write")
+    elif not same_path:
+        area.warning("checkpoints", f"{ckpts} is not on a bind mount at the same path: checkpoints would stay in "
+                     f"the container's layer (lost with it) where resume on OOM cannot find them",
+                     f"recreate the container with -v {ckpts}:{ckpts} (or --mount), or pass --ckpts-dir under a mount")
+    else:
+        area.ok("checkpoints", f"{ckpts} on {same_path[0]['source']} (same path inside)")

@@ -147,6 +147,21 @@ def _device_memory(context: Context, devices: list[dict]) -> dict[str, Any]:
     return found
 
 
+INSIDE_CONTAINER = ("software", "ascend")  # areas about the environment the training runs in
+
+
+def _host_stands_in(areas: dict[str, Area], container: str) -> None:
+    """The container is stopped or not made yet: what the host lacks is not what the container lacks.
+
+    Its errors become warnings that say so, instead of blocking a launch that would start the container."""
+    for area_id in INSIDE_CONTAINER:
+        for row in areas[area_id].rows if area_id in areas else ():
+            if row.status == "error":
+                row.status = "warning"
+                row.value = f"{row.value} [host; container {container} is not running, not checked inside]"
+                row.fix = f"`docker start {container}` then `verl-deploy check --container {container}`; else: {row.fix}"
+
+
 def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_roots: list[str] | None = None,
               timeout: float = 10.0) -> CheckResult:
     """`resolve_spec(detected)` builds the spec from every source plus the detected layer."""
@@ -200,5 +215,7 @@ def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_ro
     second["software"].seconds += first["software"].seconds
     second["datasets"].seconds += first["datasets"].seconds
     areas = {**first, **second}
+    if spec.container and runner is host_runner:
+        _host_stands_in(areas, spec.container)
     ordered = {area_id: areas[area_id] for area_id in ORDER if area_id in areas}
     return CheckResult(final, ordered, detected, time.monotonic() - started)

@@ -215,6 +215,12 @@ def _failure_dict(diagnosis) -> dict | None:
             "retryable": diagnosis.retryable, "lines": [{"line": h.line, "text": h.text} for h in diagnosis.lines[:3]]}
 
 
+def _backend_failure(backend, attempt: Attempt) -> dict | None:
+    """What the backend knows of an end the log does not explain (e.g. the container was restarted)."""
+    explain = getattr(backend, "explain_end", None)
+    return explain(attempt.handle) if explain else None
+
+
 def stop_attempt(record: RunRecord, attempt: Attempt) -> None:
     """The attempt's process (or job) and, for multi-node runs, the workers this tool started."""
     backend_for(record).stop(attempt.handle)
@@ -245,7 +251,7 @@ def supervise(run_id: str) -> None:
             record.state = "succeeded"
             record.save()
             return
-        attempt.failure = _failure_dict(diagnosis)
+        attempt.failure = _failure_dict(diagnosis) or _backend_failure(backend, attempt)
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)

@@ -20,9 +20,9 @@ def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds
         from verl_deploy.backends.docker import DockerError, ensure_container
 
         try:
-            ensure_container(spec, say=say)
+            ensure_container(spec, say=say, warn=lambda text: say(f"warning: {text}"))
         except DockerError as exc:
-            _fail(record, str(exc))
+            _fail(record, f"{exc} — fix: {exc.fix}")
     if backend != "ray" and spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
         from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
 
