@@ -5,6 +5,11 @@ supervisor follows the attempt's log with the watcher, keeps run.json current, a
 attempt fails applies the recovery policy: a new attempt with a changed spec that resumes from
 the last checkpoint, or a terminal state and a notice. Killing the supervisor never stops the
 training; `status`/`logs` start a new one, which resumes reading where the last one stopped.
+
+Each attempt also writes `attempt-N/handle.json` (backend, process group or job id) beside the
+record, so `stop` can end the training even when run.json is damaged. A retry resumes only from a
+complete checkpoint (runs/checkpoints.py); a run succeeds only when the trainer reached its end
+(the last step, verl's final line, or the last step checkpointed), never on exit status 0 alone.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ import time
 from pathlib import Path
 
 from verl_deploy.runs import notify
-from verl_deploy.runs.record import TERMINAL, Attempt, RunRecord
+from verl_deploy.runs.checkpoints import resume_point, tracked_step
+from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir, write_json
 from verl_deploy.runs.recovery import decide
 from verl_deploy.spec import RunSpec
 
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
 GRACE_AFTER_FATAL = 120.0  # a failed run whose driver hangs (Ray waiting on a dead worker) is stopped after this
 ACT_NOW = ("device_oom", "rollout_kv_cache_insufficient")  # recovered at once, not after the driver gives up
+FINAL_LINE = b"Final validation metrics:"  # verl's RayPPOTrainer.fit prints it at its last step, then returns
+RESUME_KEYS = ("trainer.resume_mode=", "trainer.resume_from_path=")
 
 
 class LaunchError(Exception):
@@ -31,17 +39,22 @@ class LaunchError(Exception):
 
 def backend_for(record: RunRecord):
     spec = spec_of(record)
-    if record.backend == "ray":
+    return make_backend(record.backend, record.backend_options, spec.container, spec.run_dir)
+
+
+def make_backend(kind: str, options: dict, container: str | None, run_dir: str):
+    """A backend from what the record (or, when it is damaged, the attempt's handle.json) keeps."""
+    if kind == "ray":
         from verl_deploy.backends.rayjobs import RayJobsBackend
 
-        return RayJobsBackend(record.backend_options["address"], record.backend_options.get("env"))
-    if record.backend == "docker":
+        return RayJobsBackend(options["address"], options.get("env"))
+    if kind == "docker":
         from verl_deploy.backends.container import DockerBackend
 
-        return DockerBackend(spec.container, spec.run_dir.rstrip("/") + "/verl-deploy-runs")
+        return DockerBackend(container, run_dir.rstrip("/") + "/verl-deploy-runs")
     from verl_deploy.backends.local import LocalBackend
 
-    return LocalBackend()
+    return LocalBackend(reuse_ray=bool(options.get("reuse_ray")))
 
 
 def spec_data(spec: RunSpec) -> dict:
@@ -77,20 +90,58 @@ def write_scripts(spec: RunSpec, directory: Path) -> None:
 
 
 def last_checkpoint(spec: RunSpec) -> int | None:
-    """The step verl will resume from: latest_checkpointed_iteration.txt in the checkpoint directory."""
+    """The step latest_checkpointed_iteration.txt names in the checkpoint directory."""
+    return tracked_step(spec.effective_ckpts_dir)
+
+
+def with_resume_point(spec: RunSpec, previous: Attempt | None) -> tuple[RunSpec, dict]:
+    """The spec resuming from the newest complete checkpoint (verl's `auto` when that is the tracked one).
+
+    The resume overrides a previous attempt got from here are dropped first: each attempt looks again.
+    """
+    ours = set((previous.resume or {}).get("overrides", [])) if previous else set()
+    overrides = [o for o in spec.overrides if o not in ours]
+    point = resume_point(spec.effective_ckpts_dir, spec.framework)
+    added: list[str] = []
+    if point.overrides_tracker:
+        added = (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={point.folder}"] if point.folder
+                 else ["trainer.resume_mode=disable"])
+    if overrides != list(spec.overrides) or added:
+        spec = spec.with_changes(source="recovery", overrides=[*overrides, *added])
+    info = {"from_step": point.step, "tracked_step": point.tracked, "overrides": added,
+            "skipped": [{"step": step, "missing": why} for step, why in point.skipped]}
+    return spec, info
+
+
+def _resume_note(info: dict) -> str:
+    if not info["skipped"]:
+        return ""
+    first = info["skipped"][0]
+    where = f"from step {info['from_step']}" if info["from_step"] is not None else "from the start (no complete checkpoint)"
+    return f"; global_step_{first['step']} is incomplete ({first['missing']}): resuming {where}"
+
+
+def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
+    """Beside the record, small: what `stop` needs to end this attempt even when run.json is damaged."""
+    data = {"run": record.id, "attempt": attempt.n, "backend": record.backend,
+            "backend_options": {k: v for k, v in record.backend_options.items() if k != "env"},
+            "container": spec.container, "run_dir": spec.run_dir, "handle": attempt.handle}
     try:
-        return int((Path(spec.effective_ckpts_dir) / "latest_checkpointed_iteration.txt").read_text().strip())
-    except (OSError, ValueError):
-        return None
+        write_json(record.directory / f"attempt-{attempt.n}" / "handle.json", data)
+    except OSError:
+        pass  # a full disk: the record still has the handle
 
 
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
+    spec, resume = with_resume_point(spec, record.current)
     write_scripts(spec, attempt_dir / "scripts")
-    attempt = Attempt(n=n, features=added, reason=reason, resumed_from_step=last_checkpoint(spec), changes=changes)
+    attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume), resumed_from_step=resume["from_step"],
+                      changes=changes, resume=resume)
     attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
+    write_handle(record, spec, attempt)
     if len(spec.nodes) > 1 and record.backend != "ray":
         from verl_deploy.backends.nodes import start_workers
 
@@ -99,6 +150,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
         except Exception:
             backend_for(record).stop(attempt.handle)
             raise
+        write_handle(record, spec, attempt)
     record.attempts.append(attempt)
     record.spec = spec_data(spec)
     record.state = "running"
@@ -125,12 +177,46 @@ def supervisor_alive(record: RunRecord) -> bool:
 def ensure_supervised(record: RunRecord) -> RunRecord:
     """Reattach: a run still going without a supervisor gets a new one (it resumes from run.json)."""
     if record.state not in TERMINAL and not supervisor_alive(record):
-        record.supervisor_pid = spawn_supervisor(record.id)
-        record.save()
+        try:
+            record.supervisor_pid = spawn_supervisor(record.id)
+            record.save()
+        except OSError:  # a full state disk: the new supervisor records disk_full when it can; show what we have
+            pass
     return record
 
 
 # -- the supervisor ------------------------------------------------------------------------------
+
+def _save(record: RunRecord) -> bool:
+    """The supervisor's save: on a full disk the last good record stays and supervising goes on."""
+    try:
+        record.save()
+        return True
+    except DiskFull as exc:
+        print(f"verl-deploy supervisor: {exc.strerror}; keeping the last good run.json", file=sys.stderr)
+        return False
+
+
+def trainer_finished(record: RunRecord, spec: RunSpec) -> str | None:
+    """Why the trainer's own end was reached (None: it was not), from the log and the checkpoint tracker."""
+    if record.total_steps and record.step >= record.total_steps:
+        return f"step {record.step}/{record.total_steps}"
+    log = record.current.log if record.current else None
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(0, 2)
+            handle.seek(max(0, handle.tell() - 256 * 1024))
+            if FINAL_LINE in handle.read():
+                return "verl's final line"
+    except (OSError, TypeError):
+        pass
+    tracked = tracked_step(spec.effective_ckpts_dir)
+    total = record.total_steps or spec.train_steps
+    if tracked is not None and total and tracked >= total:
+        record.step = max(record.step, tracked)
+        return f"the checkpoint of the last step ({tracked})"
+    return None
+
 
 def _restore(record: RunRecord):
     from verl_deploy.watch.scan import LogScanner
@@ -199,10 +285,10 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             notify.notice(record, f"stalled: no new step for {stalled.seconds / 60:.0f} min",
                           failure={"class": "stall", "cause": f"no step after step {stalled.step}",
                                    "fix": "look at `verl-deploy logs --errors`, `npu-smi info`, `ray status`"})
-            record.save()
+            _save(record)
         if time.monotonic() - last_save > SAVE_EVERY:
             _publish(record, scanner, follower.offset)
-            record.save()
+            _save(record)
             last_save = time.monotonic()
         if not block:
             time.sleep(0.05)
@@ -229,9 +315,13 @@ def end_workers(attempt: Attempt) -> None:
 
 
 def supervise(run_id: str) -> None:
-    record = RunRecord.load(run_id)
+    try:
+        record = RunRecord.load(run_id)
+    except RecordError as exc:
+        print(f"verl-deploy supervisor: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     record.supervisor_pid = os.getpid()
-    record.save()
+    _save(record)
     backend = backend_for(record)
     while record.state not in TERMINAL:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
@@ -239,22 +329,56 @@ def supervise(run_id: str) -> None:
         end_workers(attempt)
         attempt.exit_code, attempt.ended = code, time.time()
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
-            record.save()
+            _save(record)
             return
         if code == 0 and not stopped_by_us:
-            record.state = "succeeded"
-            record.save()
+            spec = spec_of(record)
+            resumed = attempt.resumed_from_step
+            if resumed is not None and record.step <= resumed and not trainer_finished(record, spec):
+                attempt.failure = {"class": "no_progress", "phase": "startup",
+                                   "cause": f"the trainer resumed from step {resumed} and exited 0 without a new step",
+                                   "fix": "look at `verl-deploy logs --attempt N`: a resume that trains nothing usually "
+                                          "means the checkpoint is already at trainer.total_training_steps or the data "
+                                          "ran out (total_epochs)", "retryable": False, "lines": []}
+            elif trainer_finished(record, spec):
+                record.state = "succeeded"
+                _save(record)
+                return
+            else:
+                attempt.failure = {"class": "incomplete", "phase": None,
+                                   "cause": f"the trainer exited 0 at step {record.step}"
+                                            + (f" of {record.total_steps}" if record.total_steps else "")
+                                            + " without reaching its end (no last step, no verl final line); "
+                                              "was the log removed or the process ended by hand?",
+                                   "fix": f"look at the log and the checkpoints in {spec.effective_ckpts_dir}; "
+                                          "launch again to resume from the last checkpoint", "retryable": False,
+                                   "lines": []}
+            record.state = "failed"
+            record.failure = {**attempt.failure, "decision": attempt.failure["cause"]}
+            notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
+            _save(record)
             return
         attempt.failure = _failure_dict(diagnosis)
+        if attempt.failure is None and record.disk_full:
+            full = record.disk_full
+            attempt.failure = {"class": "disk_full", "phase": None, "retryable": False, "lines": [],
+                               "cause": f"the disk holding {full['path']} is full ({full.get('free_bytes')} bytes free): "
+                                        "the training log and the run record could not be written",
+                               "fix": "free space there (or set VERL_DEPLOY_STATE_DIR to a larger disk), then launch "
+                                      "again to resume from the last checkpoint"}
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
+        if attempt.failure and attempt.failure["class"] == "disk_full" and diagnosis.class_id is None:
+            from verl_deploy.runs.recovery import Decision
+
+            decision = Decision(False, attempt.failure["cause"])
         if decision.retry:
             lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)
             reason = decision.reason + (f"; resuming from step {record.last_checkpoint_step}, {lost} step(s) redone"
                                         if record.last_checkpoint_step else "; no checkpoint yet: from the start")
-            record.save()
+            _save(record)
             try:
                 start_attempt(record, new_spec, reason, decision.added, decision.changes)
             except Exception as exc:  # the retry itself could not start: say so instead of dying silently
@@ -262,21 +386,78 @@ def supervise(run_id: str) -> None:
                 record.failure = {**(attempt.failure or {}), "decision": f"{decision.reason}; the retry could not "
                                                                         f"start: {exc}"}
                 notify.notice(record, "failed: the retry could not start", failure=record.failure)
-                record.save()
+                _save(record)
                 return
             continue
         record.state = "failed"
         record.failure = {**(attempt.failure or {"class": None, "cause": None, "fix": None}), "decision": decision.reason}
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
-        record.save()
+        _save(record)
 
 
 def stop_run(record: RunRecord) -> None:
     (record.directory / "stop").touch()
     record.state = "stopped"
-    record.save()
+    _save(record)
     if record.current:
         stop_attempt(record, record.current)
         record.current.ended = time.time()
-    record.save()
+    _save(record)
+
+
+def latest_handle(run_id: str) -> dict | None:
+    """The newest attempt's handle.json of a run (what survives a damaged run.json)."""
+    directory = runs_dir() / run_id
+    numbered = []
+    for path in directory.glob("attempt-*/handle.json"):
+        suffix = path.parent.name.split("-", 1)[1]
+        if suffix.isdigit():
+            numbered.append((int(suffix), path))
+    for _, path in sorted(numbered, reverse=True):
+        try:
+            data = read_json(path, "handle file")
+        except RecordError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("handle"), dict) and isinstance(data.get("backend"), str):
+            return data
+    return None
+
+
+def stop_damaged(run_id: str, problem: str) -> str:
+    """`stop` for a run whose run.json cannot be read: end its processes from handle.json, write a true record.
+
+    The damaged file is kept as run.json.damaged; the new record says `stopped` and why it was rebuilt.
+    """
+    directory = runs_dir() / run_id
+    (directory / "stop").touch()
+    data = latest_handle(run_id)
+    if data is None:
+        return "no attempt handle found: nothing was started, or it is gone too"
+    backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
+                           data.get("run_dir") or "/verl")
+    backend.stop(data["handle"])
+    if data["handle"].get("workers"):
+        from verl_deploy.backends.nodes import stop_workers
+
+        stop_workers(data["handle"]["workers"])
+    try:
+        os.replace(directory / "run.json", directory / "run.json.damaged")
+    except OSError:
+        pass
+    attempt = Attempt(n=int(data.get("attempt") or 1), features=[], reason="(rebuilt from handle.json)",
+                      handle=data["handle"], log=str(data["handle"].get("log", "")), ended=time.time())
+    spec = {}
+    try:
+        spec = read_json(directory / f"attempt-{attempt.n}" / "scripts" / "plan.json", "plan").get("spec", {})
+    except (RecordError, AttributeError):
+        pass
+    rebuilt = RunRecord(id=run_id, backend=data["backend"], spec=spec if isinstance(spec, dict) else {},
+                        state="stopped", attempts=[attempt],
+                        failure={"class": None, "cause": f"run.json was damaged ({problem}); rebuilt when stopped",
+                                 "fix": "the damaged file is kept as run.json.damaged", "decision": None})
+    try:
+        rebuilt.save()
+    except OSError:
+        pass
+    return f"stopped attempt {attempt.n} from its handle file"
