@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,16 +20,13 @@ import psutil
 import pytest
 
 from conftest import VERL_BIN, run_cli
+from rayports import free_port, node_ports
 
 ray = pytest.importorskip("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 RAY_BIN = str(Path(sys.executable).parent / "ray")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def ray_env() -> dict:
@@ -61,8 +57,8 @@ def cluster():
     gcs, dashboard = free_port(), free_port()
     started = subprocess.run([RAY_BIN, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
                               "--dashboard-host=127.0.0.1", "--num-cpus=2", "--resources", '{"NPU": 8}',
-                              f"--temp-dir={temp_dir}", f"--ray-client-server-port={free_port()}",
-                              "--disable-usage-stats"], capture_output=True, text=True, env=ray_env(), timeout=120)
+                              f"--temp-dir={temp_dir}", *node_ports(head=True),
+                              "--disable-usage-stats"], capture_output=True, text=True, env=ray_env(), timeout=180)
     assert started.returncode == 0, started.stderr[-2000:]
     address = f"http://127.0.0.1:{dashboard}"
     from ray.job_submission import JobSubmissionClient

@@ -176,7 +176,10 @@ def supervisor_alive(record: RunRecord) -> bool:
 
 def ensure_supervised(record: RunRecord) -> RunRecord:
     """Reattach: a run still going without a supervisor gets a new one (it resumes from run.json)."""
-    if record.state not in TERMINAL and not supervisor_alive(record):
+    from verl_deploy.backends.base import process_alive
+
+    launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
+    if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
         try:
             record.supervisor_pid = spawn_supervisor(record.id)
             record.save()
@@ -314,6 +317,60 @@ def end_workers(attempt: Attempt) -> None:
         stop_workers(attempt.handle["workers"])
 
 
+def _adopt_started_attempt(record: RunRecord) -> bool:
+    """`launch` was killed after starting the training but before recording it: take it from handle.json."""
+    data = latest_handle(record.id)
+    if data is None:
+        record.state = "failed"
+        record.failure = {"class": "interrupted", "cause": "launch was interrupted before the training started",
+                          "fix": "launch again", "decision": "nothing was started"}
+        _save(record)
+        return False
+    handle = data["handle"]
+    record.attempts.append(Attempt(n=int(data.get("attempt") or 1), features=[], handle=handle,
+                                   log=str(handle.get("log", "")),
+                                   reason="launch (taken over from handle.json: launch was interrupted)"))
+    record.state = "running"
+    return True
+
+
+def _unexplained(record: RunRecord, code: int | None) -> dict | None:
+    """A cause for a failure the log does not name: the state disk filled up, or a signal ended the trainer."""
+    import shutil
+    import signal
+
+    try:
+        nearly_full = shutil.disk_usage(record.directory).free < 64 * 1024
+    except OSError:
+        nearly_full = False
+    if record.disk_full or nearly_full:
+        from verl_deploy.runs.record import disk_full_info
+
+        full = record.disk_full = record.disk_full or disk_full_info(record.directory)
+        return {"class": "disk_full", "phase": None, "retryable": False, "lines": [],
+                "cause": f"the disk holding {full['path']} is full ({full.get('free_bytes')} bytes free): "
+                         "the training log and the run record could not be written",
+                "fix": "free space there (or set VERL_DEPLOY_STATE_DIR to a larger disk), then launch "
+                       "again to resume from the last checkpoint"}
+    if code == -1:
+        return {"class": "killed", "phase": None, "retryable": False, "lines": [],
+                "cause": "the training's processes ended without writing an exit status (killed together with "
+                         "their wrapper shell, or the host restarted)",
+                "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
+                       "launch again to resume from the last checkpoint"}
+    if code is not None and (code > 128 or code < -1):
+        number = code - 128 if code > 128 else -code
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return {"class": "killed", "phase": None, "retryable": False, "lines": [],
+                "cause": f"the training was ended by {name} (exit status {code}) and its log names no failure",
+                "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
+                       "launch again to resume from the last checkpoint"}
+    return None
+
+
 def supervise(run_id: str) -> None:
     try:
         record = RunRecord.load(run_id)
@@ -321,6 +378,8 @@ def supervise(run_id: str) -> None:
         print(f"verl-deploy supervisor: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     record.supervisor_pid = os.getpid()
+    if record.current is None and not _adopt_started_attempt(record):
+        return
     _save(record)
     backend = backend_for(record)
     while record.state not in TERMINAL:
@@ -358,18 +417,11 @@ def supervise(run_id: str) -> None:
             notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
             _save(record)
             return
-        attempt.failure = _failure_dict(diagnosis)
-        if attempt.failure is None and record.disk_full:
-            full = record.disk_full
-            attempt.failure = {"class": "disk_full", "phase": None, "retryable": False, "lines": [],
-                               "cause": f"the disk holding {full['path']} is full ({full.get('free_bytes')} bytes free): "
-                                        "the training log and the run record could not be written",
-                               "fix": "free space there (or set VERL_DEPLOY_STATE_DIR to a larger disk), then launch "
-                                      "again to resume from the last checkpoint"}
+        attempt.failure = _failure_dict(diagnosis) or _unexplained(record, code)
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
-        if attempt.failure and attempt.failure["class"] == "disk_full" and diagnosis.class_id is None:
+        if attempt.failure and diagnosis.class_id is None:
             from verl_deploy.runs.recovery import Decision
 
             decision = Decision(False, attempt.failure["cause"])
