@@ -80,9 +80,9 @@ def launch_command(
     for url in notify or []:
         problem = invalid_notify_url(url)
         if problem:
-            raise fail([error("notify", f"--notify {url!r}: {problem}",
-                              "give an apprise URL such as json://HOST:PORT/PATH, slack://..., feishu://..., "
-                              "dingtalk://... (see https://github.com/caronc/apprise/wiki)")], as_json=json_output)
+            raise fail([error("notify", f"--notify {url[:80]!r}: {problem}",
+                              "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://...")],
+                       as_json=json_output)
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     runs_check = not skip_check and backend != "ray" and not (backend == "auto" and ray_address)
     if runs_check:
@@ -246,8 +246,8 @@ def _load(run_id: Optional[str], as_json: bool = False):
     try:
         return RunRecord.load(found)
     except RecordError as exc:
-        raise fail([error("run", str(exc), f"`verl-deploy stop {found}` still stops its training (from the attempt's "
-                                           f"handle.json); the other runs are not affected")], as_json=as_json) from None
+        raise fail([error("run", f"{found}: {exc}", f"`verl-deploy stop {found}` still stops its training")],
+                   as_json=as_json) from None
 
 
 @app.command("runs")
@@ -264,7 +264,7 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
         try:
             records.append(RunRecord.load(run_id))
         except RecordError as exc:
-            damaged.append({"id": run_id, "problem": str(exc)})
+            damaged.append({"id": run_id, "problem": f"{run_id}: {exc}"})
     if json_output:
         print_json({"runs": [r.status_document() for r in records], "damaged": damaged})
         return

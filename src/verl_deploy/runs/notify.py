@@ -56,9 +56,9 @@ def invalid(url: str) -> str | None:
     if not isinstance(url, str) or not url.strip() or len(url) > 4096:
         return "an empty or over-long URL"
     if "://" not in url:
-        return "not a URL (apprise URLs look like json://host:port/path, slack://..., mailto://...)"
+        return "not a URL"
     if apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
-        return f"{url.split('://')[0]}:// is not a notification URL apprise knows, or its parts are wrong"
+        return f"apprise does not accept this {url.split('://')[0][:20]}:// URL"
     return None
 
 

@@ -66,24 +66,25 @@ def write_json(path: Path, data: Any) -> None:
         raise
 
 
-def read_json(path: Path, what: str) -> Any:
+def read_json(path: Path, what: str, label: str | None = None) -> Any:
     """A JSON file that may be missing, huge, truncated or not JSON: the value, or RecordError with one line."""
+    name = label or str(path)
     try:
         size = path.stat().st_size
         if size > MAX_RECORD_BYTES:
-            raise RecordError(f"{path} is {size} bytes, too large for a {what}")
+            raise RecordError(f"{name} is {size} bytes, too large for a {what}")
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise RecordError(f"{path} is missing") from None
+        raise RecordError(f"{name} is missing") from None
     except OSError as exc:
-        raise RecordError(f"{path} cannot be read: {exc.strerror or exc}") from None
+        raise RecordError(f"{name} cannot be read: {exc.strerror or exc}") from None
     if not raw.strip():
-        raise RecordError(f"{path} is empty")
+        raise RecordError(f"{name} is empty")
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise RecordError(f"{path} is not valid JSON ({str(exc).split(':')[0]}): the file is truncated or "
-                          f"damaged") from None
+        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise RecordError(f"{name} is truncated or not JSON{where}") from None
 
 
 def disk_full_info(path: Path) -> dict:
@@ -180,15 +181,16 @@ class RunRecord:
         from pydantic import TypeAdapter, ValidationError
 
         path = runs_dir() / run_id / "run.json"
-        data = read_json(path, "run record")
+        label = "run.json"
+        data = read_json(path, "run record", label)
         try:
             record = TypeAdapter(cls).validate_python(data)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "the top level"
-            raise RecordError(f"{path} is damaged: {where}: {first['msg'].lower()}") from None
+            raise RecordError(f"{label} is damaged: {where}: {first['msg'].lower()}") from None
         if record.id != run_id:
-            raise RecordError(f"{path} is damaged: it names run {record.id!r}, not {run_id!r}")
+            raise RecordError(f"{label} is damaged: it names run {record.id!r}")
         return record
 
     def status_document(self) -> dict:
