@@ -24,13 +24,16 @@ from rayports import free_port, node_ports
 
 ray = pytest.importorskip("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
-RAY_BIN = str(Path(sys.executable).parent / "ray")
+# the `ray` console script sits beside the interpreter ray was installed into (a venv's or the base one)
+RAY_BIN = next((str(c) for c in (Path(sys.executable).parent / "ray", Path(sys.base_prefix) / "bin" / "ray")
+                if c.is_file()), str(Path(sys.executable).parent / "ray"))
 
 
 
 
 def ray_env() -> dict:
-    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+            "PATH": f"{Path(sys.executable).parent}:{Path(RAY_BIN).parent}:{os.environ['PATH']}"}
 
 
 def stop_cluster(temp_dir: str) -> None:
