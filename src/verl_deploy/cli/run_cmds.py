@@ -22,12 +22,16 @@ Examples:
 
   verl-deploy launch --backend local --run-dir ~/verl --follow --json   # wait for the end, exit 0 on success
 
+  verl-deploy launch --reuse-ray --ckpts-dir /data/ckpts/exp2   # use the Ray already on the port; own ckpt dir
+
 What it does: check (blocks on errors; --skip-check), the confirmation (or --yes), the container
 (reuse, start, or create; backend docker when --container is set), SwanLab login, the scripts,
 start detached, verify the log advances, print the run id, the log and the SwanLab link. A
 supervisor then follows the log: on device OOM it adds offload, then recompute, and resumes from
 the last checkpoint; on KV-cache OOM it lowers gpu_memory_utilization; host OOM and everything
-else stop with the cause and fix. It speaks only on failure or a stall (--notify URLs: apprise).
+else stop with the cause and fix. It speaks only on failure or a stall (--notify URLs: apprise,
+checked before anything starts). It starts and stops only its own Ray (never a bare `ray stop`), and
+refuses a checkpoint directory a live run uses (--force).
 """
 
 
