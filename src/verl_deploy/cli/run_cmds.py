@@ -76,6 +76,8 @@ def launch_command(
     from verl_deploy.runs.control import LaunchError
     from verl_deploy.runs.launch import launch
     from verl_deploy.runs.notify import invalid as invalid_notify_url
+    from verl_deploy.runs.notify import target
+    from verl_deploy.runs.notify import unreachable as unreachable_notify_url
 
     try:
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
@@ -87,6 +89,12 @@ def launch_command(
             raise fail([error("notify", f"--notify {url[:80]!r}: {problem}",
                               "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://...")],
                        as_json=json_output)
+        away = unreachable_notify_url(url)
+        if away and not json_output:
+            from verl_deploy.cli.output import console
+
+            console(stderr=True).print(f"[yellow]warning[/]: --notify {target(url)}: {away}; notices fail until it "
+                                       "answers (each result is kept in the run record)")
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     runs_check = not skip_check and backend != "ray" and not (backend == "auto" and ray_address)
     if runs_check:
@@ -186,7 +194,7 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
 
 def _announce(record) -> None:
     from verl_deploy.cli.output import console
-    from verl_deploy.runs.record import RunRecord
+    from verl_deploy.runs.record import reload
 
     out = console()
     out.print(f"run [bold]{record.id}[/] is {record.state} ({record.backend})")
@@ -194,7 +202,7 @@ def _announce(record) -> None:
     deadline = time.monotonic() + 5
     while not record.swanlab_url and record.state == "running" and time.monotonic() < deadline:
         time.sleep(0.25)
-        record = RunRecord.load(record.id)
+        record = reload(record)
     if record.swanlab_url:
         out.print(f"SwanLab: [bold]{record.swanlab_url}[/]")
     out.print(f"follow: verl-deploy logs {record.id} -f   ·   status: verl-deploy status {record.id}   ·   "
@@ -205,12 +213,13 @@ def _follow(run_id: str, quiet: bool):
     """Stay attached until the run ends; print attempts and notices as they happen."""
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import ensure_supervised
-    from verl_deploy.runs.record import TERMINAL, RunRecord
+    from verl_deploy.runs.record import TERMINAL, RunRecord, reload
 
     err = console(stderr=True)
     seen_attempts, seen_notices, link_shown = 1, 0, False
+    record = RunRecord.load(run_id)
     while True:
-        record = ensure_supervised(RunRecord.load(run_id))
+        record = ensure_supervised(reload(record))
         if not quiet:
             if record.swanlab_url and not link_shown:
                 err.print(f"SwanLab: {record.swanlab_url}")
@@ -350,7 +359,7 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
     import re
 
     from verl_deploy.runs.control import ensure_supervised
-    from verl_deploy.runs.record import TERMINAL, RunRecord
+    from verl_deploy.runs.record import TERMINAL, reload
     from verl_deploy.watch.follow import LogFollower
     from verl_deploy.watch.signatures import load_table
 
@@ -374,7 +383,7 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
             sys.stdout.flush()
             if not follow:
                 return
-            record = RunRecord.load(record.id)
+            record = reload(record)
             if record.current and record.current.n != attempt.n and attempt_n is None:
                 attempt = record.current  # a retry started: go on with its log
                 follower = LogFollower(attempt.log)

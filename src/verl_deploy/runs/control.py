@@ -113,12 +113,16 @@ def with_resume_point(spec: RunSpec, previous: Attempt | None) -> tuple[RunSpec,
     return spec, info
 
 
-def _resume_note(info: dict) -> str:
-    if not info["skipped"]:
-        return ""
-    first = info["skipped"][0]
-    where = f"from step {info['from_step']}" if info["from_step"] is not None else "from the start (no complete checkpoint)"
-    return f"; global_step_{first['step']} is incomplete ({first['missing']}): resuming {where}"
+def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
+    """Where the attempt starts from, and why when a torn checkpoint was passed over."""
+    start = info["from_step"]
+    redone = f", {step_reached - start} step(s) redone" if retry and start is not None and step_reached > start else ""
+    where = f"resuming from step {start}{redone}" if start is not None else (
+        "no checkpoint yet: from the start" if retry and not info["skipped"] else "from the start")
+    if info["skipped"]:
+        first = info["skipped"][0]
+        return f"; global_step_{first['step']} is incomplete ({first['missing']}): {where}"
+    return f"; {where}" if retry or start is not None else ""
 
 
 def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
@@ -137,7 +141,8 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     attempt_dir = record.directory / f"attempt-{n}"
     spec, resume = with_resume_point(spec, record.current)
     write_scripts(spec, attempt_dir / "scripts")
-    attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume), resumed_from_step=resume["from_step"],
+    attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
+                      resumed_from_step=resume["from_step"],
                       changes=changes, resume=resume)
     attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
@@ -426,10 +431,8 @@ def supervise(run_id: str) -> None:
 
             decision = Decision(False, attempt.failure["cause"])
         if decision.retry:
-            lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)
-            reason = decision.reason + (f"; resuming from step {record.last_checkpoint_step}, {lost} step(s) redone"
-                                        if record.last_checkpoint_step else "; no checkpoint yet: from the start")
+            reason = decision.reason  # start_attempt adds where it resumes from (a complete checkpoint only)
             _save(record)
             try:
                 start_attempt(record, new_spec, reason, decision.added, decision.changes)

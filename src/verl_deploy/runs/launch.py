@@ -6,7 +6,7 @@ import time
 from typing import Callable
 
 from verl_deploy.runs.control import LaunchError, spawn_supervisor, spec_data, start_attempt
-from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id
+from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id, reload
 from verl_deploy.spec import RunSpec
 
 
@@ -66,7 +66,7 @@ def verify_started(record: RunRecord, timeout: float) -> RunRecord:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        current = RunRecord.load(record.id)
+        current = reload(record)
         log = Path(current.current.log) if current.current else None
         if current.state in TERMINAL or (log and log.is_file() and log.stat().st_size > 0):
             return current

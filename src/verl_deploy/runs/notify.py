@@ -62,6 +62,28 @@ def invalid(url: str) -> str | None:
     return None
 
 
+WEBHOOKS = {"json": 80, "xml": 80, "form": 80, "jsons": 443, "xmls": 443, "forms": 443}
+
+
+def unreachable(url: str, timeout: float = 2.0) -> str | None:
+    """For plain webhooks (json://, xml://, form://): why nothing answers at host:port now (None: it does)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or WEBHOOKS.get(parts.scheme)
+    except ValueError:
+        return None
+    if parts.scheme not in WEBHOOKS or not parts.hostname:
+        return None
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {parts.hostname}:{port} ({exc.strerror or exc})"
+
+
 def send(urls: list[str], title: str, body: str) -> list[dict]:
     """Deliver to every URL; one result per URL (a notice that cannot be sent must not stop the run)."""
     if not urls:

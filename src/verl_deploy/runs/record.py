@@ -205,6 +205,14 @@ class RunRecord:
         }
 
 
+def reload(record: "RunRecord") -> "RunRecord":
+    """The record as on disk now; the one in hand while the file is damaged (its supervisor rewrites it)."""
+    try:
+        return RunRecord.load(record.id)
+    except RecordError:
+        return record
+
+
 def keep_reserve(directory: Path) -> None:
     """A small file that a full disk lets us delete, so the record can still say `disk_full`."""
     reserve = directory / "reserve"
