@@ -487,32 +487,34 @@ def stop_damaged(run_id: str, problem: str) -> str:
     directory = runs_dir() / run_id
     (directory / "stop").touch()
     data = latest_handle(run_id)
-    if data is None:
-        return "no attempt handle found: nothing was started, or it is gone too"
-    backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
-                           data.get("run_dir") or "/verl")
-    backend.stop(data["handle"])
-    if data["handle"].get("workers"):
-        from verl_deploy.backends.nodes import stop_workers
+    if data is not None:
+        backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
+                               data.get("run_dir") or "/verl")
+        backend.stop(data["handle"])
+        if data["handle"].get("workers"):
+            from verl_deploy.backends.nodes import stop_workers
 
-        stop_workers(data["handle"]["workers"])
+            stop_workers(data["handle"]["workers"])
     try:
         os.replace(directory / "run.json", directory / "run.json.damaged")
     except OSError:
         pass
-    attempt = Attempt(n=int(data.get("attempt") or 1), features=[], reason="(rebuilt from handle.json)",
-                      handle=data["handle"], log=str(data["handle"].get("log", "")), ended=time.time())
-    spec = {}
-    try:
-        spec = read_json(directory / f"attempt-{attempt.n}" / "scripts" / "plan.json", "plan").get("spec", {})
-    except (RecordError, AttributeError):
-        pass
-    rebuilt = RunRecord(id=run_id, backend=data["backend"], spec=spec if isinstance(spec, dict) else {},
-                        state="stopped", attempts=[attempt],
-                        failure={"class": None, "cause": f"run.json was damaged ({problem}); rebuilt when stopped",
+    attempts, spec = [], {}
+    if data is not None:
+        attempts = [Attempt(n=int(data.get("attempt") or 1), features=[], reason="(rebuilt from handle.json)",
+                            handle=data["handle"], log=str(data["handle"].get("log", "")), ended=time.time())]
+        try:
+            spec = read_json(directory / f"attempt-{attempts[0].n}" / "scripts" / "plan.json", "plan").get("spec", {})
+        except (RecordError, AttributeError):
+            pass
+    rebuilt = RunRecord(id=run_id, backend=data["backend"] if data else "unknown",
+                        spec=spec if isinstance(spec, dict) else {}, state="stopped", attempts=attempts,
+                        failure={"class": "damaged_record", "cause": f"run.json was damaged ({problem}); rebuilt when stopped",
                                  "fix": "the damaged file is kept as run.json.damaged", "decision": None})
     try:
         rebuilt.save()
     except OSError:
         pass
-    return f"stopped attempt {attempt.n} from its handle file"
+    if data is None:
+        return "no attempt handle found: nothing had been started; recorded as stopped"
+    return f"stopped attempt {attempts[0].n} from its handle file"
