@@ -43,6 +43,17 @@ def ray_processes(session: str) -> list[psutil.Process]:
             continue
         if any(part == marks[1] or marks[0] in part or part.endswith("=" + marks[1]) for part in parts):
             found.append(process)
+    # and their descendants: Ray renames its agents (`ray::DashboardAgent`), so their command line names no session
+    seen = {process.pid for process in found}
+    for process in list(found):
+        try:
+            children = process.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
+            if child.pid not in seen:
+                seen.add(child.pid)
+                found.append(child)
     return found
 
 
