@@ -17,9 +17,10 @@ from verl_deploy.backends.docker import DockerError, docker
 class DockerBackend(DetachedProcess):
     name = "docker"
 
-    def __init__(self, container: str, remote_base: str):
+    def __init__(self, container: str, remote_base: str, reuse_ray: bool = False):
         self.container = container
         self.remote_base = remote_base.rstrip("/")
+        self.reuse_ray = reuse_ray  # start_verl.sh then uses a Ray already running in the container
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         remote = f"{self.remote_base}/{attempt_dir.parent.name}/{attempt_dir.name}"
@@ -30,7 +31,8 @@ class DockerBackend(DetachedProcess):
         if copied.returncode != 0:
             raise DockerError(f"docker cp into {self.container}: {copied.stderr.strip()[-200:]}")
         inner = f"cd {remote} && exec setsid -w bash -c 'echo $$ > {remote}/pid; exec bash start_verl.sh'"
-        handle = start_detached(["docker", "exec", self.container, "bash", "-c", inner], attempt_dir)
+        reuse = ["-e", "VERL_DEPLOY_REUSE_RAY=1"] if self.reuse_ray else []
+        handle = start_detached(["docker", "exec", *reuse, self.container, "bash", "-c", inner], attempt_dir)
         handle.update(container=self.container, remote=remote)
         return handle
 

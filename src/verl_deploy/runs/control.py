@@ -51,7 +51,7 @@ def make_backend(kind: str, options: dict, container: str | None, run_dir: str):
     if kind == "docker":
         from verl_deploy.backends.container import DockerBackend
 
-        return DockerBackend(container, run_dir.rstrip("/") + "/verl-deploy-runs")
+        return DockerBackend(container, run_dir.rstrip("/") + "/verl-deploy-runs", reuse_ray=bool(options.get("reuse_ray")))
     from verl_deploy.backends.local import LocalBackend
 
     return LocalBackend(reuse_ray=bool(options.get("reuse_ray")))
