@@ -22,15 +22,15 @@ from pathlib import Path
 
 from verl_deploy.runs import notify
 from verl_deploy.runs.checkpoints import resume_point, tracked_step
-from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir, write_json
+from verl_deploy.runs.handles import latest_handle, write_handle
+from verl_deploy.runs.outcome import incomplete, no_progress, trainer_finished, unexplained
+from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import decide
 from verl_deploy.spec import RunSpec
 
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
 GRACE_AFTER_FATAL = 120.0  # a failed run whose driver hangs (Ray waiting on a dead worker) is stopped after this
 ACT_NOW = ("device_oom", "rollout_kv_cache_insufficient")  # recovered at once, not after the driver gives up
-FINAL_LINE = b"Final validation metrics:"  # verl's RayPPOTrainer.fit prints it at its last step, then returns
-RESUME_KEYS = ("trainer.resume_mode=", "trainer.resume_from_path=")
 
 
 class LaunchError(Exception):
@@ -125,17 +125,6 @@ def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
     return f"; {where}" if retry or start is not None else ""
 
 
-def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
-    """Beside the record, small: what `stop` needs to end this attempt even when run.json is damaged."""
-    data = {"run": record.id, "attempt": attempt.n, "backend": record.backend,
-            "backend_options": {k: v for k, v in record.backend_options.items() if k != "env"},
-            "container": spec.container, "run_dir": spec.run_dir, "handle": attempt.handle}
-    try:
-        write_json(record.directory / f"attempt-{attempt.n}" / "handle.json", data)
-    except OSError:
-        pass  # a full disk: the record still has the handle
-
-
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
@@ -203,27 +192,6 @@ def _save(record: RunRecord) -> bool:
     except DiskFull as exc:
         print(f"verl-deploy supervisor: {exc.strerror}; keeping the last good run.json", file=sys.stderr)
         return False
-
-
-def trainer_finished(record: RunRecord, spec: RunSpec) -> str | None:
-    """Why the trainer's own end was reached (None: it was not), from the log and the checkpoint tracker."""
-    if record.total_steps and record.step >= record.total_steps:
-        return f"step {record.step}/{record.total_steps}"
-    log = record.current.log if record.current else None
-    try:
-        with open(log, "rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 256 * 1024))
-            if FINAL_LINE in handle.read():
-                return "verl's final line"
-    except (OSError, TypeError):
-        pass
-    tracked = tracked_step(spec.effective_ckpts_dir)
-    total = record.total_steps or spec.train_steps
-    if tracked is not None and total and tracked >= total:
-        record.step = max(record.step, tracked)
-        return f"the checkpoint of the last step ({tracked})"
-    return None
 
 
 def _restore(record: RunRecord):
@@ -339,43 +307,6 @@ def _adopt_started_attempt(record: RunRecord) -> bool:
     return True
 
 
-def _unexplained(record: RunRecord, code: int | None) -> dict | None:
-    """A cause for a failure the log does not name: the state disk filled up, or a signal ended the trainer."""
-    import shutil
-    import signal
-
-    try:
-        nearly_full = shutil.disk_usage(record.directory).free < 64 * 1024
-    except OSError:
-        nearly_full = False
-    if record.disk_full or nearly_full:
-        from verl_deploy.runs.record import disk_full_info
-
-        full = record.disk_full = record.disk_full or disk_full_info(record.directory)
-        return {"class": "disk_full", "phase": None, "retryable": False, "lines": [],
-                "cause": f"the disk holding {full['path']} is full ({full.get('free_bytes')} bytes free): "
-                         "the training log and the run record could not be written",
-                "fix": "free space there (or set VERL_DEPLOY_STATE_DIR to a larger disk), then launch "
-                       "again to resume from the last checkpoint"}
-    if code == -1:
-        return {"class": "killed", "phase": None, "retryable": False, "lines": [],
-                "cause": "the training's processes ended without writing an exit status (killed together with "
-                         "their wrapper shell, or the host restarted)",
-                "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
-                       "launch again to resume from the last checkpoint"}
-    if code is not None and (code > 128 or code < -1):
-        number = code - 128 if code > 128 else -code
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return {"class": "killed", "phase": None, "retryable": False, "lines": [],
-                "cause": f"the training was ended by {name} (exit status {code}) and its log names no failure",
-                "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
-                       "launch again to resume from the last checkpoint"}
-    return None
-
-
 def supervise(run_id: str) -> None:
     try:
         record = RunRecord.load(run_id)
@@ -399,30 +330,19 @@ def supervise(run_id: str) -> None:
             spec = spec_of(record)
             resumed = attempt.resumed_from_step
             if resumed is not None and record.step <= resumed and not trainer_finished(record, spec):
-                attempt.failure = {"class": "no_progress", "phase": "startup",
-                                   "cause": f"the trainer resumed from step {resumed} and exited 0 without a new step",
-                                   "fix": "look at `verl-deploy logs --attempt N`: a resume that trains nothing usually "
-                                          "means the checkpoint is already at trainer.total_training_steps or the data "
-                                          "ran out (total_epochs)", "retryable": False, "lines": []}
+                attempt.failure = no_progress(resumed)
             elif trainer_finished(record, spec):
                 record.state = "succeeded"
                 _save(record)
                 return
             else:
-                attempt.failure = {"class": "incomplete", "phase": None,
-                                   "cause": f"the trainer exited 0 at step {record.step}"
-                                            + (f" of {record.total_steps}" if record.total_steps else "")
-                                            + " without reaching its end (no last step, no verl final line); "
-                                              "was the log removed or the process ended by hand?",
-                                   "fix": f"look at the log and the checkpoints in {spec.effective_ckpts_dir}; "
-                                          "launch again to resume from the last checkpoint", "retryable": False,
-                                   "lines": []}
+                attempt.failure = incomplete(record, spec)
             record.state = "failed"
             record.failure = {**attempt.failure, "decision": attempt.failure["cause"]}
             notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
             _save(record)
             return
-        attempt.failure = _failure_dict(diagnosis) or _unexplained(record, code)
+        attempt.failure = _failure_dict(diagnosis) or unexplained(record, code)
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
@@ -461,24 +381,6 @@ def stop_run(record: RunRecord) -> None:
     _save(record)
 
 
-def latest_handle(run_id: str) -> dict | None:
-    """The newest attempt's handle.json of a run (what survives a damaged run.json)."""
-    directory = runs_dir() / run_id
-    numbered = []
-    for path in directory.glob("attempt-*/handle.json"):
-        suffix = path.parent.name.split("-", 1)[1]
-        if suffix.isdigit():
-            numbered.append((int(suffix), path))
-    for _, path in sorted(numbered, reverse=True):
-        try:
-            data = read_json(path, "handle file")
-        except RecordError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("handle"), dict) and isinstance(data.get("backend"), str):
-            return data
-    return None
-
-
 def stop_damaged(run_id: str, problem: str) -> str:
     """`stop` for a run whose run.json cannot be read: end its processes from handle.json, write a true record.
 
@@ -488,8 +390,11 @@ def stop_damaged(run_id: str, problem: str) -> str:
     (directory / "stop").touch()
     data = latest_handle(run_id)
     if data is not None:
-        backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
-                               data.get("run_dir") or "/verl")
+        try:
+            backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
+                                   data.get("run_dir") or "/verl")
+        except (KeyError, TypeError, AttributeError) as exc:
+            return f"its handle.json is damaged too ({type(exc).__name__}: {exc}); end its processes by hand"
         backend.stop(data["handle"])
         if data["handle"].get("workers"):
             from verl_deploy.backends.nodes import stop_workers
