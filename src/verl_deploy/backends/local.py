@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -28,3 +29,7 @@ class LocalBackend(DetachedProcess):
         stop_group(handle.get("pid"))
         # the Ray head start_verl.sh started for this run (its trap usually did it already), and only that one
         stop_session(started_session(handle.get("log", "")))
+        try:
+            os.rmdir(handle.get("ray_temp_dir") or "")  # ours, and only if empty: Ray's session logs are kept
+        except OSError:
+            pass
