@@ -233,3 +233,38 @@ def test_notify_urls_are_checked_at_launch_and_every_delivery_is_recorded(traine
     assert delivery["ok"] is False and delivery["target"].startswith("json://127.0.0.1:") and delivery["error"]
     human = run_cli("status", final["id"], env=trainer["env"]).stdout
     assert "notice not delivered" in " ".join(human.split())
+
+
+def test_stopping_a_ray_by_its_marks_spares_a_neighbour_with_a_similar_path(tmp_path):
+    """The two ways a run ends its Ray: by session dir here (with renamed children), by temp dir on a worker."""
+    import sys
+
+    import psutil
+
+    from verl_deploy.backends.nodes import kill_marked
+    from verl_deploy.backends.rayprocs import stop_session
+
+    sleeper = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    session = tmp_path / "vdr-a1" / "session_2026_1"
+    ours = subprocess.Popen([sys.executable, "-c", sleeper, f"--log-dir={session}/logs"])
+    neighbour = subprocess.Popen([sys.executable, "-c", sleeper, f"--log-dir={session}0/logs"])
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={tmp_path / 'vdr-w'}"])
+    other_worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={tmp_path / 'vdr-w2'}"])
+    try:
+        deadline = time.monotonic() + 20
+        while not psutil.Process(ours.pid).children() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        child = psutil.Process(ours.pid).children()[0]  # stands for a renamed ray::DashboardAgent
+        stop_session(str(session), grace=5)
+        assert ours.wait(timeout=10) is not None and not child.is_running()
+        subprocess.run(["sh", "-c", kill_marked(str(tmp_path / "vdr-w"))], timeout=30, check=True)
+        assert worker.wait(timeout=10) is not None
+        assert neighbour.poll() is None and other_worker.poll() is None
+    finally:
+        for process in (ours, neighbour, worker, other_worker):
+            try:
+                for grandchild in psutil.Process(process.pid).children():
+                    grandchild.kill()
+            except psutil.Error:
+                pass
+            process.kill()
