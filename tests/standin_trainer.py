@@ -9,8 +9,12 @@ fails with the real log lines from shared/reference/failures.md.
 
 STANDIN_FAIL (environment): `device_oom` (OOM at step STANDIN_FAIL_STEP unless offload is on,
 again two steps later unless recompute is on), `host_oom`, `kv_cache` (at engine start unless
-gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps). STANDIN_STEP_SECONDS
-sets the time per step.
+gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps), `torn_checkpoint`
+(at STANDIN_FAIL_STEP's save: writes half the folder, moves the tracker to it, then a device
+OOM), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
+STANDIN_FAIL_STEP without verl's final line). Checkpoints hold the files verl's FSDP or Megatron
+checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
+the time per step.
 """
 
 import os
@@ -55,14 +59,49 @@ if fail == "kv_cache" and utilization > 0.5:
           "`gpu_memory_utilization` when initializing the engine.", flush=True)
     sys.exit(1)
 
+megatron = any("megatron" in a for a in sys.argv[1:] if a.startswith("--config-name"))
 latest = os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")
 start = 0
-if arg("trainer.resume_mode", "auto") == "auto" and os.path.exists(latest):
-    start = int(open(latest).read().strip())
-    say(f"Load from checkpoint folder: {os.path.join(ckpt_dir, f'global_step_{start}')}")
+resume_mode = arg("trainer.resume_mode", "auto")
+folder = None
+if resume_mode == "auto" and os.path.exists(latest):
+    folder = os.path.join(ckpt_dir, f"global_step_{int(open(latest).read().strip())}")
+elif resume_mode == "resume_path":
+    folder = arg("trainer.resume_from_path")
+if folder:
+    start = int(folder.split("global_step_")[-1])
+    say(f"Load from checkpoint folder: {folder}")
     say(f"Setting global step to {start}")
+    if not os.path.exists(os.path.join(folder, "data.pt")):  # verl crashes loading a torn checkpoint
+        print(f"FileNotFoundError: [Errno 2] No such file or directory: '{folder}/actor/dist_ckpt/metadata.json'",
+              flush=True)
+        sys.exit(1)
+    if fail == "resume_noop":
+        sys.exit(0)
 else:
     say("Training from scratch")
+
+
+def save_checkpoint(step, torn=False):
+    """The files verl's checkpoint managers and trainer write; torn: killed half-way through."""
+    folder = os.path.join(ckpt_dir, f"global_step_{step}")
+    actor = os.path.join(folder, "actor")
+    if megatron:
+        files = ["dist_ckpt/common.pt", "dist_ckpt/__0_0.distcp", "dist_ckpt/.metadata", "dist_ckpt/metadata.json",
+                 "huggingface/config.json", "transformer_config.json"]
+    else:
+        files = [f"{kind}_world_size_2_rank_{rank}.pt" for kind in ("model", "optim", "extra_state") for rank in (0, 1)]
+        files.append("huggingface/config.json")
+    if torn:
+        files = files[:2]
+    for name in files:
+        os.makedirs(os.path.dirname(os.path.join(actor, name)), exist_ok=True)
+        open(os.path.join(actor, name), "w").write("weights")
+    if not torn:
+        open(os.path.join(folder, "data.pt"), "w").write("dataloader")
+    open(latest, "w").write(str(step))
+    say(f"local_global_step_folder: {folder}")
+
 say(f"Total training steps: {total}")
 if swanlab:
     say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
@@ -90,16 +129,19 @@ for step in range(start + 1, total + 1):
               "timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) ran for 3600185 milliseconds "
               "before timing out.", flush=True)
         sys.exit(1)
+    if fail == "quit_early" and step >= fail_step:
+        sys.exit(0)
+    if fail == "torn_checkpoint" and step == fail_step and not offload:
+        save_checkpoint(step, torn=True)
+        print("RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; "
+              "49.47 GiB already allocated; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)", flush=True)
+        sys.exit(1)
     if fail == "hang" and step >= fail_step:
         while True:
             time.sleep(1)
     say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
         f"response_length/mean:1000.0 - perf/throughput:900.0 - timing_s/step:{step_seconds:.3f}")
     say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
-    if save_freq > 0 and step % save_freq == 0:
-        folder = os.path.join(ckpt_dir, f"global_step_{step}")
-        os.makedirs(os.path.join(folder, "actor"), exist_ok=True)
-        open(os.path.join(folder, "actor", "model.pt"), "w").write("weights")
-        open(latest, "w").write(str(step))
-        say(f"local_global_step_folder: {folder}")
+    if save_freq > 0 and (step % save_freq == 0 or step == total):
+        save_checkpoint(step)
 say("Final validation metrics: {'val-core/math_dapo/acc/mean@1': 0.3}")

@@ -150,25 +150,48 @@ def test_swanlab_off_means_console_only_and_no_secret_file(tmp_path):
     assert "trainer.logger=[console]" in load_plan(out)["overrides"]
 
 
-def test_start_script_reuses_a_running_ray_and_passes_the_exit_code(tmp_path, stubs):
+def _listening(tmp_path):
+    """Something on a free port, standing for a Ray cluster this run did not start."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    config = tmp_path / "port.yaml"
+    config.write_text(f"ray_port: {server.getsockname()[1]}\n")
+    return server, config
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_start_script_reuses_a_running_ray_only_when_asked_and_never_stops_it(tmp_path, stubs, reuse):
     out = tmp_path / "ray"
-    assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
-                   "--device", "gpu", "--devices", "0,1,2,3", "--train-pp", "1").returncode == 0
-    result = run_scripts(out, stubs, {"STUB_RAY_UP": "1", "STUB_EXIT": "3"})
+    server, config = _listening(tmp_path)
+    with server:
+        assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]), "--config", str(config),
+                       "--device", "gpu", "--devices", "0,1,2,3", "--train-pp", "1").returncode == 0
+        result = run_scripts(out, stubs, {"STUB_RAY_UP": "1", "STUB_EXIT": "3",
+                                          "VERL_DEPLOY_REUSE_RAY": "1" if reuse else "0"})
     assert result.returncode == 3
-    calls = (stubs["log"] / "ray.calls").read_text()
-    assert "start" not in calls and "stop" not in calls  # not ours to start or stop
+    calls = (stubs["log"] / "ray.calls").read_text().splitlines()
+    assert not any(c.startswith("stop") for c in calls)  # never a bare `ray stop`
+    if reuse:
+        assert not any(c.startswith("start") for c in calls) and "reusing the Ray cluster" in result.stdout
+    else:  # a foreign cluster on the port: our own head on a free port (0: Ray picks one)
+        start = next(c for c in calls if c.startswith("start --head"))
+        assert "--port=0" in start and "--temp-dir=/tmp/vdr-" in start
+        assert "taken by something this run did not start" in result.stdout
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in (stubs["log"] / "python3.env").read_text()
 
 
-def test_start_script_starts_and_stops_its_own_ray(tmp_path, stubs):
+def test_start_script_starts_its_own_ray_and_never_runs_a_bare_ray_stop(tmp_path, stubs):
     out = tmp_path / "ray2"
     assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
                    "--socket-ifname", "eth0").returncode == 0
-    assert run_scripts(out, stubs).returncode == 0
+    assert run_scripts(out, stubs, {"VERL_DEPLOY_RAY_TEMP_DIR": str(tmp_path / "raytmp")}).returncode == 0
     calls = (stubs["log"] / "ray.calls").read_text().splitlines()
-    assert calls[1].startswith("start --head") and '--resources={"NPU": 8}' in calls[1]
-    assert calls[-1] == "stop"
+    start = next(c for c in calls if c.startswith("start --head"))
+    assert '--resources={"NPU": 8}' in start and f"--temp-dir={tmp_path / 'raytmp'}" in start
+    assert not any(c.startswith("stop") for c in calls)
     env = (stubs["log"] / "python3.env").read_text()
     assert "HCCL_SOCKET_IFNAME=eth0" in env and "GLOO_SOCKET_IFNAME=eth0" in env
 

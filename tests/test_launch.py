@@ -23,6 +23,22 @@ from conftest import VERL_BIN, run_cli
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 
 
+def fake_torch_npu(tmp: Path) -> Path:
+    """The fake Ascend host's python3 sees a torch_npu matching its torch (the check's software probe asks)."""
+    site = tmp / "fake-site"
+    try:
+        import torch
+    except ImportError:  # no torch: the probe asks for no torch_npu either
+        return site
+    version = torch.__version__.split("+")[0]
+    (site / "torch_npu").mkdir(parents=True, exist_ok=True)
+    (site / "torch_npu" / "__init__.py").write_text("")
+    info = site / f"torch_npu-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {version}\n")
+    return site
+
+
 @pytest.fixture()
 def trainer(npu_host):
     verl = npu_host["tmp"] / "verl"
@@ -30,7 +46,7 @@ def trainer(npu_host):
         (verl / module).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(STANDIN, verl / module)
     ckpts = npu_host["tmp"] / "ckpts"
-    env = dict(npu_host["env"], STANDIN_STEP_SECONDS="0.1")
+    env = dict(npu_host["env"], STANDIN_STEP_SECONDS="0.1", PYTHONPATH=str(fake_torch_npu(npu_host["tmp"])))
     args = ["--yes", "--search-root", str(npu_host["root"]), "--run-dir", str(verl), "--ckpts-dir", str(ckpts),
             "--train-steps", "8", "--save-freq", "2", "--backend", "local"]
     return {"env": env, "args": args, "ckpts": ckpts, "verl": verl, "host": npu_host}

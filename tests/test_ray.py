@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,20 +20,20 @@ import psutil
 import pytest
 
 from conftest import VERL_BIN, run_cli
+from rayports import free_port, node_ports
 
 ray = pytest.importorskip("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
-RAY_BIN = str(Path(sys.executable).parent / "ray")
+# the `ray` console script sits beside the interpreter ray was installed into (a venv's or the base one)
+RAY_BIN = next((str(c) for c in (Path(sys.executable).parent / "ray", Path(sys.base_prefix) / "bin" / "ray")
+                if c.is_file()), str(Path(sys.executable).parent / "ray"))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def ray_env() -> dict:
-    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
+            "PATH": f"{Path(sys.executable).parent}:{Path(RAY_BIN).parent}:{os.environ['PATH']}"}
 
 
 def stop_cluster(temp_dir: str) -> None:
@@ -61,8 +60,8 @@ def cluster():
     gcs, dashboard = free_port(), free_port()
     started = subprocess.run([RAY_BIN, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
                               "--dashboard-host=127.0.0.1", "--num-cpus=2", "--resources", '{"NPU": 8}',
-                              f"--temp-dir={temp_dir}", f"--ray-client-server-port={free_port()}",
-                              "--disable-usage-stats"], capture_output=True, text=True, env=ray_env(), timeout=120)
+                              f"--temp-dir={temp_dir}", *node_ports(head=True),
+                              "--disable-usage-stats"], capture_output=True, text=True, env=ray_env(), timeout=180)
     assert started.returncode == 0, started.stderr[-2000:]
     address = f"http://127.0.0.1:{dashboard}"
     from ray.job_submission import JobSubmissionClient

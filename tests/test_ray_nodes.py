@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from conftest import has_shellcheck, run_cli
-from test_ray import STANDIN, free_port, ray_env, stop_cluster
+from rayports import free_port, node_ports
+from test_ray import STANDIN, ray_env, stop_cluster
 
 pytest.importorskip("ray")
 
@@ -45,9 +46,8 @@ def _ray_port_config(tmp: Path, port: int) -> Path:
 
 
 def node_env(temp_dir: str, role: str, **extra: str) -> dict:
-    ports = (f"--dashboard-agent-listen-port={free_port()} --dashboard-agent-grpc-port={free_port()} "
-             f"--metrics-export-port={free_port()} --runtime-env-agent-port={free_port()}")
-    head_only = f" --include-dashboard=false --ray-client-server-port={free_port()}" if role == "head" else ""
+    ports = " ".join(node_ports(head=role == "head"))
+    head_only = " --include-dashboard=false" if role == "head" else ""
     return {**ray_env(), "VERL_DEPLOY_ROLE": role, "STANDIN_STEP_SECONDS": "0.1",
             "RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_dir} {ports}{head_only}", **extra}
 

@@ -20,7 +20,8 @@ import psutil
 import pytest
 
 from conftest import FAKES, VERL_BIN
-from test_ray import STANDIN, free_port, stop_cluster
+from rayports import free_port, node_ports
+from test_ray import STANDIN, stop_cluster
 
 pytest.importorskip("ray")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -78,12 +79,10 @@ def test_launch_brings_the_worker_up_over_ssh_and_the_head_waits_for_it(npu_host
     shutil.copy(STANDIN, verl / "recipe" / "dapo" / "main_dapo.py")
     temp_head, temp_worker = tempfile.mkdtemp(prefix="vdh-", dir="/tmp"), tempfile.mkdtemp(prefix="vdw-", dir="/tmp")
     head_ip = this_host_ip()
-    ports = lambda: (f"--dashboard-agent-listen-port={free_port()} --dashboard-agent-grpc-port={free_port()} "  # noqa: E731
-                     f"--metrics-export-port={free_port()} --runtime-env-agent-port={free_port()}")
+    ports = lambda head=False: " ".join(node_ports(head=head))  # noqa: E731  (every Ray port private)
     env = {**os.environ, **npu_host["env"], "COLUMNS": "200", "RAY_USAGE_STATS_ENABLED": "0",
            "PATH": f"{Path(sys.executable).parent}:{FAKES}:/usr/bin:/bin", "STANDIN_STEP_SECONDS": "0.1",
-           "RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_head} --include-dashboard=false "
-                             f"--ray-client-server-port={free_port()} {ports()}",
+           "RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_head} --include-dashboard=false {ports(head=True)}",
            "WORKER_RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_worker} {ports()}",
            "WAIT_FOR_NODES_SECONDS": "120", **sshd["env"]}
     config = npu_host["tmp"] / "ray.yaml"

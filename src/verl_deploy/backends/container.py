@@ -21,9 +21,10 @@ RESTART_GRACE = 15.0  # seconds a stopped container is given to come back before
 class DockerBackend(DetachedProcess):
     name = "docker"
 
-    def __init__(self, container: str, remote_base: str):
+    def __init__(self, container: str, remote_base: str, reuse_ray: bool = False):
         self.container = container
         self.remote_base = remote_base.rstrip("/")
+        self.reuse_ray = reuse_ray  # start_verl.sh then uses a Ray already running in the container
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         remote = f"{self.remote_base}/{attempt_dir.parent.name}/{attempt_dir.name}"
@@ -34,7 +35,8 @@ class DockerBackend(DetachedProcess):
         if copied.returncode != 0:
             raise DockerError(f"docker cp into {self.container}: {copied.stderr.strip()[-200:]}")
         inner = f"cd {remote} && exec setsid -w bash -c 'echo $$ > {remote}/pid; exec bash start_verl.sh'"
-        handle = start_detached(["docker", "exec", self.container, "bash", "-c", inner], attempt_dir)
+        reuse = ["-e", "VERL_DEPLOY_REUSE_RAY=1"] if self.reuse_ray else []
+        handle = start_detached(["docker", "exec", *reuse, self.container, "bash", "-c", inner], attempt_dir)
         handle.update(container=self.container, remote=remote)
         return handle
 
@@ -59,14 +61,15 @@ class DockerBackend(DetachedProcess):
         except DockerError:
             return None
         again = f"then `verl-deploy launch` again with the same --ckpts-dir: it resumes from the last checkpoint"
+        failure = {"phase": None, "retryable": False, "lines": []}
         if not state.exists:
-            return {"class": "container_gone", "cause": f"container {self.container} was removed while the training "
+            return {**failure, "class": "container_gone", "cause": f"container {self.container} was removed while the training "
                     f"ran inside it", "fix": f"create it again (`verl-deploy container create`), {again}"}
         if not state.running:
-            return {"class": "container_stopped", "cause": f"container {self.container} stopped ({state.status}) while "
+            return {**failure, "class": "container_stopped", "cause": f"container {self.container} stopped ({state.status}) while "
                     f"the training ran inside it", "fix": f"`docker start {self.container}`, {again}"}
         if state.started_at and state.started_at > float(handle.get("spawned") or 0):
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(state.started_at))
-            return {"class": "container_restarted", "cause": f"container {self.container} was restarted at {when}: "
+            return {**failure, "class": "container_restarted", "cause": f"container {self.container} was restarted at {when}: "
                     f"the training inside it was ended", "fix": f"find out who restarted it (`docker events`), {again}"}
         return None

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-import subprocess
+import os
+import secrets
 from pathlib import Path
 
 from verl_deploy.backends.base import DetachedProcess, start_detached, stop_group
+from verl_deploy.backends.rayprocs import started_session, stop_session
 
 
 class LocalBackend(DetachedProcess):
     name = "local"
 
+    def __init__(self, reuse_ray: bool = False):
+        self.reuse_ray = reuse_ray
+
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
-        return start_detached(["bash", str(scripts_dir / "start_verl.sh")], attempt_dir, cwd=scripts_dir)
+        # a temp dir of its own (short: Ray's unix sockets live under it) so its Ray is found and stopped alone
+        env = {"VERL_DEPLOY_RAY_TEMP_DIR": f"/tmp/vdr-{secrets.token_hex(4)}"}
+        if self.reuse_ray:
+            env["VERL_DEPLOY_REUSE_RAY"] = "1"
+        handle = start_detached(["bash", str(scripts_dir / "start_verl.sh")], attempt_dir, cwd=scripts_dir, env=env)
+        handle["ray_temp_dir"] = env["VERL_DEPLOY_RAY_TEMP_DIR"]
+        return handle
 
     def stop(self, handle: dict) -> None:
         stop_group(handle.get("pid"))
-        log = Path(handle.get("log", ""))
-        started_ray = log.is_file() and "reusing the Ray cluster" not in log.read_text(errors="replace")[:20000]
-        if started_ray:  # the Ray head start_verl.sh started for this run, and only that one
-            subprocess.run(["ray", "stop"], capture_output=True, timeout=60, check=False)
+        # the Ray head start_verl.sh started for this run (its trap usually did it already), and only that one
+        stop_session(started_session(handle.get("log", "")))
+        try:
+            os.rmdir(handle.get("ray_temp_dir") or "")  # ours, and only if empty: Ray's session logs are kept
+        except OSError:
+            pass

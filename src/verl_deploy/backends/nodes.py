@@ -76,10 +76,13 @@ def check_nodes(spec: RunSpec) -> list[Finding]:
 
 def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
     """Copy the scripts to every worker and start its Ray node in the background; returns what to stop later."""
+    import secrets
+
     workers = []
     quoted = shlex.quote(scripts_dir)
     extra = os.environ.get(WORKER_ARGS_ENV, "")
-    env = f"VERL_DEPLOY_ROLE=worker RAY_START_ARGS={shlex.quote(extra)}"
+    temp_dir = f"/tmp/vdr-{secrets.token_hex(4)}"  # the worker's Ray is found (and stopped) by this, alone
+    env = f"VERL_DEPLOY_ROLE=worker VERL_DEPLOY_RAY_TEMP_DIR={temp_dir} RAY_START_ARGS={shlex.quote(extra)}"
     for host in spec.nodes[1:]:
         made = ssh(host, f"mkdir -p {quoted}")
         if not made.ok:
@@ -91,7 +94,8 @@ def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
         if spec.container:
             name = shlex.quote(spec.container)
             command = (f"docker cp {quoted} {name}:{quoted} && docker exec -d "
-                       f"-e VERL_DEPLOY_ROLE=worker -e RAY_START_ARGS={shlex.quote(extra)} {name} "
+                       f"-e VERL_DEPLOY_ROLE=worker -e VERL_DEPLOY_RAY_TEMP_DIR={temp_dir} "
+                       f"-e RAY_START_ARGS={shlex.quote(extra)} {name} "
                        f"bash {quoted}/start_verl.sh && echo container")
         else:
             command = (f"cd {quoted} && {{ nohup env {env} bash start_verl.sh > worker.log 2>&1 < /dev/null & "
@@ -100,14 +104,31 @@ def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
         if not started.ok:
             raise NodeError(f"{host}: starting the worker failed: {started.err}")
         workers.append({"host": host, "pid": started.out.strip().splitlines()[-1] if started.out.strip() else None,
-                        "directory": scripts_dir, "container": spec.container})
+                        "directory": scripts_dir, "container": spec.container,
+                        "ray_temp_dir": None if "--temp-dir=" in extra else temp_dir})
     return workers
 
 
+def kill_marked(mark: str) -> str:
+    """A shell command ending the processes whose command line names `mark` (a Ray temp dir of ours)."""
+    quoted = shlex.quote(mark)
+    one = (f'for p in /proc/[0-9]*; do [ "${{p#/proc/}}" = "$$" ] && continue; '
+           f'c=$(tr "\\0" " " 2>/dev/null < "$p/cmdline"); '
+           f'case "$c" in *{quoted}/*|*{quoted}" "*) kill -SIG "${{p#/proc/}}" 2>/dev/null;; esac; done')
+    return f"{one.replace('SIG', 'TERM')}; sleep 2; {one.replace('SIG', 'KILL')}; true"
+
+
 def stop_workers(workers: list[dict]) -> None:
+    """Each worker's Ray node, found by the temp dir this run gave it: never a bare `ray stop` on a shared node."""
     for worker in workers or []:
+        mark = worker.get("ray_temp_dir")
         if worker.get("container"):
-            ssh(worker["host"], f"docker exec {shlex.quote(worker['container'])} ray stop", timeout=60)
-        elif worker.get("pid") and str(worker["pid"]).isdigit():
+            if mark:
+                ssh(worker["host"], f"docker exec {shlex.quote(worker['container'])} sh -c {shlex.quote(kill_marked(mark))}",
+                    timeout=60)
+            continue
+        if worker.get("pid") and str(worker["pid"]).isdigit():
             ssh(worker["host"], f"kill {worker['pid']} 2>/dev/null; sleep 1; kill -9 {worker['pid']} 2>/dev/null; true",
                 timeout=60)
+        if mark:
+            ssh(worker["host"], kill_marked(mark), timeout=60)

@@ -24,13 +24,17 @@ Examples:
 
   verl-deploy launch --device-memory-gb 64 --no-estimate   # start exactly as planned, even if the estimate says OOM
 
+  verl-deploy launch --reuse-ray --ckpts-dir /data/ckpts/exp2   # use the Ray already on the port; own ckpt dir
+
 What it does: check (blocks on errors; --skip-check), the memory estimate (when it says the plan
 does not fit, the first attempt already has the memory features it needs), the confirmation (or --yes), the container
 (reuse, start, or create; backend docker when --container is set), SwanLab login, the scripts,
 start detached, verify the log advances, print the run id, the log and the SwanLab link. A
 supervisor then follows the log: on device OOM it adds offload, then recompute, and resumes from
 the last checkpoint; on KV-cache OOM it lowers gpu_memory_utilization; host OOM and everything
-else stop with the cause and fix. It speaks only on failure or a stall (--notify URLs: apprise).
+else stop with the cause and fix. It speaks only on failure or a stall (--notify URLs: apprise,
+checked before anything starts). It starts and stops only its own Ray (never a bare `ray stop`), and
+refuses a checkpoint directory a live run uses (--force).
 """
 
 
@@ -62,6 +66,9 @@ def launch_command(
                                                                    "estimate says the plan needs (the OOM ladder still "
                                                                    "adds them if it runs out of memory)."),
     search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR", help="For the check."),
+    reuse_ray: bool = typer.Option(False, "--reuse-ray", help="Use a Ray cluster already running on the port instead "
+                                                              "of starting this run's own (it is then never stopped)."),
+    force: bool = typer.Option(False, "--force", help="Launch even though a live run uses the same checkpoint directory."),
     **options: Any,
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
@@ -70,32 +77,58 @@ def launch_command(
     from verl_deploy.cli.output import fail, print_findings
     from verl_deploy.cli.run_common import check_with, prepare_from_flags
     from verl_deploy.findings import UserError, error
+    from verl_deploy.pipeline import prepare_spec
+    from verl_deploy.runs.ckptlock import live_users
     from verl_deploy.runs.control import LaunchError
     from verl_deploy.runs.launch import launch
+    from verl_deploy.runs.notify import invalid as invalid_notify_url
+    from verl_deploy.runs.notify import target
+    from verl_deploy.runs.notify import unreachable as unreachable_notify_url
 
     try:
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
-    prepared = prepare_from_flags(flags, config_file, ignore_detected=bool(options.get("ignore_detected")),
-                                  as_json=json_output)
+    for url in notify or []:
+        problem = invalid_notify_url(url)
+        if problem:
+            raise fail([error("notify", f"--notify {url[:80]!r}: {problem}",
+                              "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://...")],
+                       as_json=json_output)
+        away = unreachable_notify_url(url)
+        if away and not json_output:
+            from verl_deploy.cli.output import console
+
+            console(stderr=True).print(f"[yellow]warning[/]: --notify {target(url)}: {away}; notices fail until it "
+                                       "answers (each result is kept in the run record)")
+    ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
+    runs_check = not skip_check and backend != "ray" and not (backend == "auto" and ray_address)
+    if runs_check:
+        # the check resolves the spec with what it detects (--search-root): that very spec is what is launched
+        try:
+            checked = check_with(flags, config_file, search_roots=search_root)
+        except UserError as exc:
+            raise fail(exc.findings, as_json=json_output) from None
+        prepared = prepare_spec(checked.spec, announce=None if json_output else _say)
+    else:
+        checked = None
+        prepared = prepare_from_flags(flags, config_file, ignore_detected=bool(options.get("ignore_detected")),
+                                      as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
     if not no_estimate:
         prepared = _with_estimate(prepared, json_output)
     spec = prepared.spec
-    ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
     if chosen not in ("local", "docker", "ray"):
         raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker or ray")],
                    as_json=json_output)
     if chosen == "docker" and not spec.container:
         raise fail([error("container", "the docker backend needs a container", "pass --container NAME")], as_json=json_output)
-    backend_options: dict = {}
+    backend_options: dict = {"reuse_ray": True} if reuse_ray else {}
     if chosen == "ray":
         backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
-    elif not skip_check:
-        checked = check_with(flags, config_file, search_roots=search_root)
+    elif checked is not None:
         errors = [f for f in checked.findings if f.level == "error"]
         if errors:
             print_findings(errors)
@@ -107,10 +140,16 @@ def launch_command(
         node_findings = check_nodes(spec)
         if node_findings:
             raise fail(node_findings, as_json=json_output)
+    users = live_users(spec.effective_ckpts_dir)
+    if users and not force:
+        raise fail([error("ckpts_dir", f"run {users[0]} is live and uses {spec.effective_ckpts_dir}: this run would "
+                                       "resume from its checkpoints and overwrite them",
+                          f"stop it (`verl-deploy stop {users[0]}`), choose another --ckpts-dir, or pass --force")],
+                   as_json=json_output)
     confirm(prepared, f"launch ({chosen} backend)", yes=yes)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
-                        start_timeout=start_timeout, say=_say, backend_options=backend_options)
+                        start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force)
     except LaunchError as exc:
         raise fail([error("launch", str(exc), "see `verl-deploy status` and `verl-deploy logs`")], as_json=json_output)
     if follow:
@@ -182,7 +221,7 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
 
 def _announce(record) -> None:
     from verl_deploy.cli.output import console
-    from verl_deploy.runs.record import RunRecord
+    from verl_deploy.runs.record import reload
 
     out = console()
     out.print(f"run [bold]{record.id}[/] is {record.state} ({record.backend})")
@@ -190,7 +229,7 @@ def _announce(record) -> None:
     deadline = time.monotonic() + 5
     while not record.swanlab_url and record.state == "running" and time.monotonic() < deadline:
         time.sleep(0.25)
-        record = RunRecord.load(record.id)
+        record = reload(record)
     if record.swanlab_url:
         out.print(f"SwanLab: [bold]{record.swanlab_url}[/]")
     out.print(f"follow: verl-deploy logs {record.id} -f   ·   status: verl-deploy status {record.id}   ·   "
@@ -201,12 +240,13 @@ def _follow(run_id: str, quiet: bool):
     """Stay attached until the run ends; print attempts and notices as they happen."""
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import ensure_supervised
-    from verl_deploy.runs.record import TERMINAL, RunRecord
+    from verl_deploy.runs.record import TERMINAL, RunRecord, reload
 
     err = console(stderr=True)
     seen_attempts, seen_notices, link_shown = 1, 0, False
+    record = RunRecord.load(run_id)
     while True:
-        record = ensure_supervised(RunRecord.load(run_id))
+        record = ensure_supervised(reload(record))
         if not quiet:
             if record.swanlab_url and not link_shown:
                 err.print(f"SwanLab: {record.swanlab_url}")
@@ -223,38 +263,64 @@ def _follow(run_id: str, quiet: bool):
         time.sleep(0.5)
 
 
-def _load(run_id: Optional[str], as_json: bool = False):
+def _find(run_id: Optional[str], as_json: bool = False) -> str:
     from verl_deploy.cli.output import fail
     from verl_deploy.findings import error
-    from verl_deploy.runs.record import RunRecord, find_run
+    from verl_deploy.runs.record import find_run
 
     found = find_run(run_id)
     if found is None:
         raise fail([error("run", f"no run {run_id!r}" if run_id else "no runs yet",
                           "see `verl-deploy runs`" if run_id else "start one with `verl-deploy launch`")],
                    as_json=as_json)
-    return RunRecord.load(found)
+    return found
+
+
+def _load(run_id: Optional[str], as_json: bool = False):
+    """The run's record, or one line saying what is wrong with it (and that `stop` still works)."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import error
+    from verl_deploy.runs.record import RecordError, RunRecord
+
+    found = _find(run_id, as_json)
+    try:
+        return RunRecord.load(found)
+    except RecordError as exc:
+        raise fail([error("run", f"{found}: {exc}", f"`verl-deploy stop {found}` still stops its training")],
+                   as_json=as_json) from None
 
 
 @app.command("runs")
 def runs_command(json_output: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
-    """List the runs this host launched, newest first."""
+    """List the runs this host launched, newest first (a damaged record is listed as such, the others still shown)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from verl_deploy.cli.output import console
-    from verl_deploy.runs.record import RunRecord, list_runs
+    from verl_deploy.runs.record import RecordError, RunRecord, list_runs
 
-    records = [RunRecord.load(i) for i in list_runs()]
+    records, damaged = [], []
+    for run_id in list_runs():
+        try:
+            records.append(RunRecord.load(run_id))
+        except RecordError as exc:
+            damaged.append({"id": run_id, "problem": f"{run_id}: {exc}"})
     if json_output:
-        print_json({"runs": [r.status_document() for r in records]})
+        print_json({"runs": [r.status_document() for r in records], "damaged": damaged})
         return
     table = Table(box=None, header_style="bold")
     for column in ("id", "state", "step", "attempts", "backend", "model"):
         table.add_column(column)
     for r in records:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        table.add_row(r.id, r.state, step, str(len(r.attempts)), r.backend, os.path.basename(r.spec.get("model_path", "")))
-    console().print(table if records else "no runs yet: start one with `verl-deploy launch`")
+        table.add_row(r.id, r.state, step, str(len(r.attempts)), r.backend,
+                      os.path.basename(str(r.spec.get("model_path") or "")))
+    for d in damaged:
+        table.add_row(d["id"], "[red]damaged[/]", "-", "-", "-", "-")
+    console().print(table if records or damaged else "no runs yet: start one with `verl-deploy launch`")
+    for d in damaged:
+        console(stderr=True).print(f"[yellow]warning[/]: {escape(d['problem'])}; `verl-deploy stop {d['id']}` still stops it",
+                                   soft_wrap=True)
 
 
 @app.command("status")
@@ -295,6 +361,15 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
             out.print(f"decision: {escape(str(decision))}")
         if record.failure.get("fix"):
             out.print(f"fix: {escape(record.failure['fix'])}")
+    if record.disk_full:
+        full = record.disk_full
+        out.print(f"[bold red]disk full[/]: {escape(str(full.get('path')))} ({full.get('free_bytes')} bytes free) — "
+                  "this record may lag behind the training; free space there")
+    for entry in record.notices:
+        for delivery in entry.get("deliveries", []):
+            if not delivery.get("ok"):
+                out.print(f"[yellow]notice not delivered[/]: {escape(entry.get('title', ''))} → "
+                          f"{escape(str(delivery.get('target')))}: {escape(str(delivery.get('error')))}")
     log = record.current.log if record.current else ""
     container = spec.get("container")
     out.print("[dim]by hand:[/]")
@@ -314,7 +389,7 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
     import re
 
     from verl_deploy.runs.control import ensure_supervised
-    from verl_deploy.runs.record import TERMINAL, RunRecord
+    from verl_deploy.runs.record import TERMINAL, reload
     from verl_deploy.watch.follow import LogFollower
     from verl_deploy.watch.signatures import load_table
 
@@ -338,7 +413,7 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
             sys.stdout.flush()
             if not follow:
                 return
-            record = RunRecord.load(record.id)
+            record = reload(record)
             if record.current and record.current.n != attempt.n and attempt_n is None:
                 attempt = record.current  # a retry started: go on with its log
                 follower = LogFollower(attempt.log)
@@ -357,11 +432,22 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
 @app.command("stop")
 def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id or prefix.")) -> None:
     """Stop the training and the Ray session this tool started for it; checkpoints are kept."""
+    from rich.markup import escape
+
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import stop_run
     from verl_deploy.runs.record import TERMINAL
 
-    record = _load(run_id)
+    from verl_deploy.runs.control import stop_damaged
+    from verl_deploy.runs.record import RecordError, RunRecord
+
+    found = _find(run_id)
+    try:
+        record = RunRecord.load(found)
+    except RecordError as exc:
+        console(stderr=True).print(f"[yellow]warning[/]: {escape(str(exc))}", soft_wrap=True)
+        console().print(f"run {found}: {stop_damaged(found, str(exc))}")
+        return
     if record.state in TERMINAL:
         console().print(f"run {record.id} already {record.state}")
         return

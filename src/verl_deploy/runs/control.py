@@ -5,6 +5,11 @@ supervisor follows the attempt's log with the watcher, keeps run.json current, a
 attempt fails applies the recovery policy: a new attempt with a changed spec that resumes from
 the last checkpoint, or a terminal state and a notice. Killing the supervisor never stops the
 training; `status`/`logs` start a new one, which resumes reading where the last one stopped.
+
+Each attempt also writes `attempt-N/handle.json` (backend, process group or job id) beside the
+record, so `stop` can end the training even when run.json is damaged. A retry resumes only from a
+complete checkpoint (runs/checkpoints.py); a run succeeds only when the trainer reached its end
+(the last step, verl's final line, or the last step checkpointed), never on exit status 0 alone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import time
 from pathlib import Path
 
 from verl_deploy.runs import notify
-from verl_deploy.runs.record import TERMINAL, Attempt, RunRecord
+from verl_deploy.runs.checkpoints import resume_point, tracked_step
+from verl_deploy.runs.handles import latest_handle, write_handle
+from verl_deploy.runs.outcome import incomplete, no_progress, trainer_finished, unexplained
+from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import decide
 from verl_deploy.spec import RunSpec
 
@@ -31,17 +39,22 @@ class LaunchError(Exception):
 
 def backend_for(record: RunRecord):
     spec = spec_of(record)
-    if record.backend == "ray":
+    return make_backend(record.backend, record.backend_options, spec.container, spec.run_dir)
+
+
+def make_backend(kind: str, options: dict, container: str | None, run_dir: str):
+    """A backend from what the record (or, when it is damaged, the attempt's handle.json) keeps."""
+    if kind == "ray":
         from verl_deploy.backends.rayjobs import RayJobsBackend
 
-        return RayJobsBackend(record.backend_options["address"], record.backend_options.get("env"))
-    if record.backend == "docker":
+        return RayJobsBackend(options["address"], options.get("env"))
+    if kind == "docker":
         from verl_deploy.backends.container import DockerBackend
 
-        return DockerBackend(spec.container, spec.run_dir.rstrip("/") + "/verl-deploy-runs")
+        return DockerBackend(container, run_dir.rstrip("/") + "/verl-deploy-runs", reuse_ray=bool(options.get("reuse_ray")))
     from verl_deploy.backends.local import LocalBackend
 
-    return LocalBackend()
+    return LocalBackend(reuse_ray=bool(options.get("reuse_ray")))
 
 
 def spec_data(spec: RunSpec) -> dict:
@@ -77,20 +90,52 @@ def write_scripts(spec: RunSpec, directory: Path) -> None:
 
 
 def last_checkpoint(spec: RunSpec) -> int | None:
-    """The step verl will resume from: latest_checkpointed_iteration.txt in the checkpoint directory."""
-    try:
-        return int((Path(spec.effective_ckpts_dir) / "latest_checkpointed_iteration.txt").read_text().strip())
-    except (OSError, ValueError):
-        return None
+    """The step latest_checkpointed_iteration.txt names in the checkpoint directory."""
+    return tracked_step(spec.effective_ckpts_dir)
+
+
+def with_resume_point(spec: RunSpec, previous: Attempt | None) -> tuple[RunSpec, dict]:
+    """The spec resuming from the newest complete checkpoint (verl's `auto` when that is the tracked one).
+
+    The resume overrides a previous attempt got from here are dropped first: each attempt looks again.
+    """
+    ours = set((previous.resume or {}).get("overrides", [])) if previous else set()
+    overrides = [o for o in spec.overrides if o not in ours]
+    point = resume_point(spec.effective_ckpts_dir, spec.framework)
+    added: list[str] = []
+    if point.overrides_tracker:
+        added = (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={point.folder}"] if point.folder
+                 else ["trainer.resume_mode=disable"])
+    if overrides != list(spec.overrides) or added:
+        spec = spec.with_changes(source="recovery", overrides=[*overrides, *added])
+    info = {"from_step": point.step, "tracked_step": point.tracked, "overrides": added,
+            "skipped": [{"step": step, "missing": why} for step, why in point.skipped]}
+    return spec, info
+
+
+def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
+    """Where the attempt starts from, and why when a torn checkpoint was passed over."""
+    start = info["from_step"]
+    redone = f", {step_reached - start} step(s) redone" if retry and start is not None and step_reached > start else ""
+    where = f"resuming from step {start}{redone}" if start is not None else (
+        "no checkpoint yet: from the start" if retry and not info["skipped"] else "from the start")
+    if info["skipped"]:
+        first = info["skipped"][0]
+        return f"; global_step_{first['step']} is incomplete ({first['missing']}): {where}"
+    return f"; {where}" if retry or start is not None else ""
 
 
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
+    spec, resume = with_resume_point(spec, record.current)
     write_scripts(spec, attempt_dir / "scripts")
-    attempt = Attempt(n=n, features=added, reason=reason, resumed_from_step=last_checkpoint(spec), changes=changes)
+    attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
+                      resumed_from_step=resume["from_step"],
+                      changes=changes, resume=resume)
     attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
+    write_handle(record, spec, attempt)
     if len(spec.nodes) > 1 and record.backend != "ray":
         from verl_deploy.backends.nodes import start_workers
 
@@ -99,6 +144,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
         except Exception:
             backend_for(record).stop(attempt.handle)
             raise
+        write_handle(record, spec, attempt)
     record.attempts.append(attempt)
     record.spec = spec_data(spec)
     record.state = "running"
@@ -124,13 +170,29 @@ def supervisor_alive(record: RunRecord) -> bool:
 
 def ensure_supervised(record: RunRecord) -> RunRecord:
     """Reattach: a run still going without a supervisor gets a new one (it resumes from run.json)."""
-    if record.state not in TERMINAL and not supervisor_alive(record):
-        record.supervisor_pid = spawn_supervisor(record.id)
-        record.save()
+    from verl_deploy.backends.base import process_alive
+
+    launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
+    if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
+        try:
+            record.supervisor_pid = spawn_supervisor(record.id)
+            record.save()
+        except OSError:  # a full state disk: the new supervisor records disk_full when it can; show what we have
+            pass
     return record
 
 
 # -- the supervisor ------------------------------------------------------------------------------
+
+def _save(record: RunRecord) -> bool:
+    """The supervisor's save: on a full disk the last good record stays and supervising goes on."""
+    try:
+        record.save()
+        return True
+    except DiskFull as exc:
+        print(f"verl-deploy supervisor: {exc.strerror}; keeping the last good run.json", file=sys.stderr)
+        return False
+
 
 def _restore(record: RunRecord):
     from verl_deploy.watch.scan import LogScanner
@@ -199,10 +261,10 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             notify.notice(record, f"stalled: no new step for {stalled.seconds / 60:.0f} min",
                           failure={"class": "stall", "cause": f"no step after step {stalled.step}",
                                    "fix": "look at `verl-deploy logs --errors`, `npu-smi info`, `ray status`"})
-            record.save()
+            _save(record)
         if time.monotonic() - last_save > SAVE_EVERY:
             _publish(record, scanner, follower.offset)
-            record.save()
+            _save(record)
             last_save = time.monotonic()
         if not block:
             time.sleep(0.05)
@@ -234,10 +296,33 @@ def end_workers(attempt: Attempt) -> None:
         stop_workers(attempt.handle["workers"])
 
 
+def _adopt_started_attempt(record: RunRecord) -> bool:
+    """`launch` was killed after starting the training but before recording it: take it from handle.json."""
+    data = latest_handle(record.id)
+    if data is None:
+        record.state = "failed"
+        record.failure = {"class": "interrupted", "cause": "launch was interrupted before the training started",
+                          "fix": "launch again", "decision": "nothing was started"}
+        _save(record)
+        return False
+    handle = data["handle"]
+    record.attempts.append(Attempt(n=int(data.get("attempt") or 1), features=[], handle=handle,
+                                   log=str(handle.get("log", "")),
+                                   reason="launch (taken over from handle.json: launch was interrupted)"))
+    record.state = "running"
+    return True
+
+
 def supervise(run_id: str) -> None:
-    record = RunRecord.load(run_id)
+    try:
+        record = RunRecord.load(run_id)
+    except RecordError as exc:
+        print(f"verl-deploy supervisor: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     record.supervisor_pid = os.getpid()
-    record.save()
+    if record.current is None and not _adopt_started_attempt(record):
+        return
+    _save(record)
     backend = backend_for(record)
     while record.state not in TERMINAL:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
@@ -245,23 +330,37 @@ def supervise(run_id: str) -> None:
         end_workers(attempt)
         attempt.exit_code, attempt.ended = code, time.time()
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
-            record.save()
+            _save(record)
             return
         if code == 0 and not stopped_by_us:
-            record.state = "succeeded"
-            record.save()
+            spec = spec_of(record)
+            resumed = attempt.resumed_from_step
+            if resumed is not None and record.step <= resumed and not trainer_finished(record, spec):
+                attempt.failure = no_progress(resumed)
+            elif trainer_finished(record, spec):
+                record.state = "succeeded"
+                _save(record)
+                return
+            else:
+                attempt.failure = incomplete(record, spec)
+            record.state = "failed"
+            record.failure = {**attempt.failure, "decision": attempt.failure["cause"]}
+            notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
+            _save(record)
             return
-        attempt.failure = _failure_dict(diagnosis) or _backend_failure(backend, attempt)
+        attempt.failure = _failure_dict(diagnosis) or _backend_failure(backend, attempt) or unexplained(record, code)
         spec = spec_of(record)
         retries = len(record.attempts) - 1
         decision = decide(diagnosis, spec, retries, attempt.features)
         _calibrate(spec, diagnosis, decision)
+        if attempt.failure and diagnosis.class_id is None:
+            from verl_deploy.runs.recovery import Decision
+
+            decision = Decision(False, attempt.failure["cause"])
         if decision.retry:
-            lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)
-            reason = decision.reason + (f"; resuming from step {record.last_checkpoint_step}, {lost} step(s) redone"
-                                        if record.last_checkpoint_step else "; no checkpoint yet: from the start")
-            record.save()
+            reason = decision.reason  # start_attempt adds where it resumes from (a complete checkpoint only)
+            _save(record)
             try:
                 start_attempt(record, new_spec, reason, decision.added, decision.changes)
             except Exception as exc:  # the retry itself could not start: say so instead of dying silently
@@ -269,14 +368,14 @@ def supervise(run_id: str) -> None:
                 record.failure = {**(attempt.failure or {}), "decision": f"{decision.reason}; the retry could not "
                                                                         f"start: {exc}"}
                 notify.notice(record, "failed: the retry could not start", failure=record.failure)
-                record.save()
+                _save(record)
                 return
             continue
         record.state = "failed"
         record.failure = {**(attempt.failure or {"class": None, "cause": None, "fix": None}), "decision": decision.reason}
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
-        record.save()
+        _save(record)
 
 
 def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
@@ -297,8 +396,52 @@ def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
 def stop_run(record: RunRecord) -> None:
     (record.directory / "stop").touch()
     record.state = "stopped"
-    record.save()
+    _save(record)
     if record.current:
         stop_attempt(record, record.current)
         record.current.ended = time.time()
-    record.save()
+    _save(record)
+
+
+def stop_damaged(run_id: str, problem: str) -> str:
+    """`stop` for a run whose run.json cannot be read: end its processes from handle.json, write a true record.
+
+    The damaged file is kept as run.json.damaged; the new record says `stopped` and why it was rebuilt.
+    """
+    directory = runs_dir() / run_id
+    (directory / "stop").touch()
+    data = latest_handle(run_id)
+    if data is not None:
+        try:
+            backend = make_backend(data["backend"], data.get("backend_options") or {}, data.get("container"),
+                                   data.get("run_dir") or "/verl")
+        except (KeyError, TypeError, AttributeError) as exc:
+            return f"its handle.json is damaged too ({type(exc).__name__}: {exc}); end its processes by hand"
+        backend.stop(data["handle"])
+        if data["handle"].get("workers"):
+            from verl_deploy.backends.nodes import stop_workers
+
+            stop_workers(data["handle"]["workers"])
+    try:
+        os.replace(directory / "run.json", directory / "run.json.damaged")
+    except OSError:
+        pass
+    attempts, spec = [], {}
+    if data is not None:
+        attempts = [Attempt(n=int(data.get("attempt") or 1), features=[], reason="(rebuilt from handle.json)",
+                            handle=data["handle"], log=str(data["handle"].get("log", "")), ended=time.time())]
+        try:
+            spec = read_json(directory / f"attempt-{attempts[0].n}" / "scripts" / "plan.json", "plan").get("spec", {})
+        except (RecordError, AttributeError):
+            pass
+    rebuilt = RunRecord(id=run_id, backend=data["backend"] if data else "unknown",
+                        spec=spec if isinstance(spec, dict) else {}, state="stopped", attempts=attempts,
+                        failure={"class": "damaged_record", "cause": f"run.json was damaged ({problem}); rebuilt when stopped",
+                                 "fix": "the damaged file is kept as run.json.damaged", "decision": None})
+    try:
+        rebuilt.save()
+    except OSError:
+        pass
+    if data is None:
+        return "no attempt handle found: nothing had been started; recorded as stopped"
+    return f"stopped attempt {attempts[0].n} from its handle file"

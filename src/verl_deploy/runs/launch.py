@@ -6,16 +6,29 @@ import time
 from typing import Callable
 
 from verl_deploy.runs.control import LaunchError, spawn_supervisor, spec_data, start_attempt
-from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id
+from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id, reload
 from verl_deploy.spec import RunSpec
 
 
 def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds: float, start_timeout: float,
-           say: Callable[[str], None], backend_options: dict | None = None) -> RunRecord:
+           say: Callable[[str], None], backend_options: dict | None = None, force: bool = False) -> RunRecord:
+    import os
+
+    from verl_deploy.runs.ckptlock import launch_lock, live_users
+
     record = RunRecord(id=new_run_id(), backend=backend, spec=spec_data(spec), notify=list(notify_urls),
-                       stall_seconds=stall_seconds, backend_options=dict(backend_options or {}))
-    record.directory.mkdir(parents=True, exist_ok=True)
-    record.save()
+                       stall_seconds=stall_seconds, backend_options=dict(backend_options or {}),
+                       launcher_pid=os.getpid())
+    with launch_lock():
+        users = live_users(spec.effective_ckpts_dir)
+        if users and not force:
+            raise LaunchError(f"run {users[0]} is live and uses the checkpoint directory {spec.effective_ckpts_dir}: "
+                              f"this run would resume from its checkpoints. Stop it (`verl-deploy stop {users[0]}`), "
+                              f"use another --ckpts-dir, or pass --force")
+        if users:
+            say(f"--force: run {users[0]} also uses {spec.effective_ckpts_dir}")
+        record.directory.mkdir(parents=True, exist_ok=True)
+        record.save()
     if backend == "docker":
         from verl_deploy.backends.docker import DockerError, ensure_container
 
@@ -53,7 +66,7 @@ def verify_started(record: RunRecord, timeout: float) -> RunRecord:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        current = RunRecord.load(record.id)
+        current = reload(record)
         log = Path(current.current.log) if current.current else None
         if current.state in TERMINAL or (log and log.is_file() and log.stat().st_size > 0):
             return current

@@ -36,28 +36,81 @@ def compose(run_id: str, title: str, step: int, total: int | None, failure: dict
     return "\n".join(lines)
 
 
-def send(urls: list[str], title: str, body: str) -> list[str]:
-    """Deliver to every URL; return the problems (a notice that cannot be sent must not stop the run)."""
+def target(url: str) -> str:
+    """What a notice went to, without the secret parts of the URL (tokens, passwords, paths)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return url.split("://")[0] + "://"
+    return f"{parts.scheme}://{host}{port}"
+
+
+def invalid(url: str) -> str | None:
+    """Why apprise cannot use this URL (None: it can), without sending anything."""
+    import apprise
+
+    if not isinstance(url, str) or not url.strip() or len(url) > 4096:
+        return "an empty or over-long URL"
+    if "://" not in url:
+        return "not a URL"
+    if apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
+        return f"apprise does not accept this {url.split('://')[0][:20]}:// URL"
+    return None
+
+
+WEBHOOKS = {"json": 80, "xml": 80, "form": 80, "jsons": 443, "xmls": 443, "forms": 443}
+
+
+def unreachable(url: str, timeout: float = 2.0) -> str | None:
+    """For plain webhooks (json://, xml://, form://): why nothing answers at host:port now (None: it does)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port or WEBHOOKS.get(parts.scheme)
+    except ValueError:
+        return None
+    if parts.scheme not in WEBHOOKS or not parts.hostname:
+        return None
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {parts.hostname}:{port} ({exc.strerror or exc})"
+
+
+def send(urls: list[str], title: str, body: str) -> list[dict]:
+    """Deliver to every URL; one result per URL (a notice that cannot be sent must not stop the run)."""
     if not urls:
         return []
     import apprise
 
-    problems = []
+    results = []
     for url in urls:
         sender = apprise.Apprise()
         if not sender.add(url):
-            problems.append(f"{url.split('://')[0]}:// is not a notification URL apprise knows")
+            results.append({"target": target(url), "ok": False, "error": "not a notification URL apprise knows",
+                            "time": time.time()})
             continue
-        if not sender.notify(title=title, body=body):
-            problems.append(f"could not deliver to {url.split('://')[0]}://")
-    return problems
+        with apprise.LogCapture(level=apprise.logging.WARNING) as captured:
+            ok = bool(sender.notify(title=title, body=body))
+            lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
+        results.append({"target": target(url), "ok": ok, "time": time.time(),
+                        "error": None if ok else (lines[-1].split(" - ")[-1][:300] if lines else "apprise reported a failed delivery")})
+    return results
 
 
 def notice(record, title: str, *, failure: dict | None = None) -> dict:
-    """Record a notice on the run and send it; returns the notice."""
+    """Record a notice on the run with the result of every delivery, and send it; returns the notice."""
     log = record.current.log if record.current else None
     body = compose(record.id, title, record.step, record.total_steps, failure, log)
-    problems = send(record.notify, f"verl-deploy: {title}", body)
-    entry = {"time": time.time(), "title": title, "body": body, "delivery_problems": problems}
+    deliveries = send(record.notify, f"verl-deploy: {title}", body)
+    entry = {"time": time.time(), "title": title, "body": body, "deliveries": deliveries,
+             "delivery_problems": [f"{d['target']}: {d['error']}" for d in deliveries if not d["ok"]]}
     record.notices.append(entry)
     return entry

@@ -1,15 +1,21 @@
 """A run on disk: `$XDG_STATE_HOME/verl-deploy/runs/<id>/` with its spec, scripts, attempts and status.
 
 Every write goes to a temporary file renamed over the old one, so a kill during a write leaves
-the previous complete record, never half a file. Several processes read it (launch, status,
-the supervisor); only the supervisor writes it after launch.
+the previous complete record, never half a file; a failed write removes its temporary file. A
+record read back may still be damaged (a disk error, a hand edit): `load` checks every field's
+type and raises RecordError with one line instead of a traceback. A full disk while saving frees
+the run's small reserve file, records `disk_full` with the place, and otherwise keeps the last
+good record (DiskFull). Several processes read it (launch, status, the supervisor); only the
+supervisor writes it after launch.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -20,6 +26,17 @@ from typing import Any
 from verl_deploy.statedir import state_dir
 
 TERMINAL = ("succeeded", "failed", "stopped")
+MAX_RECORD_BYTES = 32 * 1024 * 1024  # a run.json larger than this is not ours
+RESERVE_BYTES = 512 * 1024  # freed when the state disk is full, so the record can still say so
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+class RecordError(Exception):
+    """A run record that cannot be read: one line naming the file and what is wrong."""
+
+
+class DiskFull(OSError):
+    """The record could not be saved because its disk is full; the last good record is kept."""
 
 
 def runs_dir() -> Path:
@@ -31,12 +48,52 @@ def new_run_id() -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
+    """Temp file, fsync, rename: a reader sees the old or the new record, never a part; no temp file is left."""
+    text = json.dumps(data, indent=2, default=str) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2, default=str)
-        handle.write("\n")
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_json(path: Path, what: str, label: str | None = None) -> Any:
+    """A JSON file that may be missing, huge, truncated or not JSON: the value, or RecordError with one line."""
+    name = label or str(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_RECORD_BYTES:
+            raise RecordError(f"{name} is {size} bytes, too large for a {what}")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RecordError(f"{name} is missing") from None
+    except OSError as exc:
+        raise RecordError(f"{name} cannot be read: {exc.strerror or exc}") from None
+    if not raw.strip():
+        raise RecordError(f"{name} is empty")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        raise RecordError(f"{name} is truncated or not JSON{where}") from None
+
+
+def disk_full_info(path: Path) -> dict:
+    """Where the disk is full, for the record and for `status`."""
+    try:
+        free = shutil.disk_usage(path).free
+    except OSError:
+        free = None
+    return {"path": str(path), "free_bytes": free, "since": time.time()}
 
 
 @dataclass
@@ -52,9 +109,10 @@ class Attempt:
     handle: dict = field(default_factory=dict)  # backend data: pid, exit-code file, container, ...
     log: str = ""
     changes: dict = field(default_factory=dict)  # spec fields changed for this attempt
+    resume: dict = field(default_factory=dict)  # from_step, tracked_step, skipped incomplete checkpoints, overrides
 
     def public(self) -> dict:
-        keys = ("n", "features", "reason", "resumed_from_step", "exit_code", "failure", "changes", "log")
+        keys = ("n", "features", "reason", "resumed_from_step", "exit_code", "failure", "changes", "log", "resume")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -77,9 +135,11 @@ class RunRecord:
     notices: list[dict] = field(default_factory=list)
     notify: list[str] = field(default_factory=list)
     supervisor_pid: int | None = None
+    launcher_pid: int | None = None  # the `launch` that created the record, live until the supervisor is up
     stall_seconds: float = 600
     # where the supervisor stopped reading, so a new one resumes there
     scan: dict = field(default_factory=dict)
+    disk_full: dict | None = None  # {"path", "free_bytes", "since"} while the state disk is (or was) full
 
     @property
     def directory(self) -> Path:
@@ -94,16 +154,44 @@ class RunRecord:
         return (self.directory / "stop").exists()
 
     def save(self) -> None:
+        """Write run.json; on a full disk free the reserve and record `disk_full`, else raise DiskFull."""
         if self.stop_requested:  # `verl-deploy stop` wins over whatever a supervisor still believes
             self.state = "stopped"
-        data = asdict(self)
-        write_json(self.directory / "run.json", data)
+        try:
+            write_json(self.directory / "run.json", asdict(self))
+        except OSError as exc:
+            if exc.errno not in FULL_ERRNOS:
+                raise
+            self.disk_full = self.disk_full or disk_full_info(self.directory)
+            reserve = self.directory / "reserve"
+            if not reserve.exists():
+                raise DiskFull(exc.errno, f"the disk holding {self.directory} is full") from None
+            reserve.unlink()
+            try:
+                write_json(self.directory / "run.json", asdict(self))
+            except OSError as again:
+                raise DiskFull(again.errno, f"the disk holding {self.directory} is full") from None
+            return
+        if self.disk_full is None:
+            keep_reserve(self.directory)
 
     @classmethod
     def load(cls, run_id: str) -> "RunRecord":
-        data = json.loads((runs_dir() / run_id / "run.json").read_text())
-        data["attempts"] = [Attempt(**a) for a in data.get("attempts", [])]
-        return cls(**data)
+        """The record, type-checked field by field; RecordError (one line) when it is damaged."""
+        from pydantic import TypeAdapter, ValidationError
+
+        path = runs_dir() / run_id / "run.json"
+        label = "run.json"
+        data = read_json(path, "run record", label)
+        try:
+            record = TypeAdapter(cls).validate_python(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the top level"
+            raise RecordError(f"{label} is damaged: {where}: {first['msg'].lower()}") from None
+        if record.id != run_id:
+            raise RecordError(f"{label} is damaged: it names run {record.id!r}")
+        return record
 
     def status_document(self) -> dict:
         return {
@@ -111,8 +199,34 @@ class RunRecord:
             "eta_seconds": self.eta_seconds, "metrics": self.metrics, "swanlab_url": self.swanlab_url,
             "last_checkpoint_step": self.last_checkpoint_step, "failure": self.failure, "backend": self.backend,
             "attempts": [a.public() for a in self.attempts], "directory": str(self.directory),
-            "log": self.current.log if self.current else None,
+            "log": self.current.log if self.current else None, "disk_full": self.disk_full,
+            "notices": [{"title": n.get("title"), "time": n.get("time"), "deliveries": n.get("deliveries", [])}
+                        for n in self.notices],
         }
+
+
+def reload(record: "RunRecord") -> "RunRecord":
+    """The record as on disk now; the one in hand while the file is damaged (its supervisor rewrites it)."""
+    try:
+        return RunRecord.load(record.id)
+    except RecordError:
+        return record
+
+
+def keep_reserve(directory: Path) -> None:
+    """A small file that a full disk lets us delete, so the record can still say `disk_full`."""
+    reserve = directory / "reserve"
+    if reserve.exists():
+        return
+    try:
+        with open(reserve, "wb") as handle:
+            handle.truncate(0)
+            handle.write(b"\0" * RESERVE_BYTES)
+    except OSError:
+        try:
+            reserve.unlink()
+        except OSError:
+            pass
 
 
 def list_runs() -> list[str]:

@@ -1,0 +1,74 @@
+"""The Ray a run started, and only that one: its processes are found by the session directory.
+
+`start_verl.sh` starts its Ray head with a temp dir of its own and prints the session directory
+(`started this run's Ray head at ADDR (session DIR, ...)`); every Ray process of that head (GCS,
+raylet, dashboard, agents, workers) carries that directory on its command line. Stopping it kills
+exactly those processes, never a bare `ray stop` (which ends every Ray of the user on the host).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+
+import psutil
+
+STARTED = re.compile(r"\[start_verl\] started this run's Ray head at (\S+) \(session (\S+), temp dir (\S+)\)")
+
+
+def started_session(log: str | Path) -> str | None:
+    """The session dir of the Ray head the run's start_verl.sh started (None: it reused one, or none yet)."""
+    try:
+        with open(log, "rb") as handle:
+            head = handle.read(200_000).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    match = STARTED.search(head)
+    if not match or match.group(2) == "unknown":
+        return None
+    return match.group(2)
+
+
+def ray_processes(session: str) -> list[psutil.Process]:
+    """Processes whose command line names this session directory (a path, so never a prefix of another's)."""
+    if not session or len(session) < 8 or "session_" not in session:
+        return []
+    marks = (session + "/", session)
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            parts = process.info["cmdline"] or []
+        except psutil.Error:
+            continue
+        if any(part == marks[1] or marks[0] in part or part.endswith("=" + marks[1]) for part in parts):
+            found.append(process)
+    # and their descendants: Ray renames its agents (`ray::DashboardAgent`), so their command line names no session
+    seen = {process.pid for process in found}
+    for process in list(found):
+        try:
+            children = process.children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
+            if child.pid not in seen:
+                seen.add(child.pid)
+                found.append(child)
+    return found
+
+
+def stop_session(session: str | None, grace: float = 10.0) -> int:
+    """SIGTERM the session's processes, SIGKILL what is left after `grace`; returns how many there were."""
+    if not session:
+        return 0
+    victims = ray_processes(session)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for process in victims:
+            try:
+                process.send_signal(sig)
+            except psutil.Error:
+                pass
+        _, victims = psutil.wait_procs(victims, timeout=grace if sig == signal.SIGTERM else 2.0)
+        if not victims:
+            break
+    return len(victims)

@@ -1,0 +1,51 @@
+"""Every port a test's Ray opens, free and private to it, so parallel tests and a user's own Ray never collide.
+
+Ray's defaults are fixed (GCS 6379, dashboard 8265, client 10001, dashboard agent 52365) or drawn
+from one shared range (workers 10002-19999): two clusters on one host fight over them. A test
+passes all of them explicitly: single ports bound to 0 by the OS, and a worker range of ports
+that were all free, picked at random in a band Ray does not use by default.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+
+WORKER_PORTS = 40  # plenty for the stand-in trainer's few workers and Ray Jobs' supervisor actors
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def worker_range(count: int = WORKER_PORTS) -> tuple[int, int]:
+    """`count` consecutive ports that are all free now, somewhere in 20000-30999."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        start = rng.randrange(20000, 31000 - count)
+        if all(_free(port) for port in range(start, start + count)):
+            return start, start + count - 1
+    raise RuntimeError("no free range of worker ports")
+
+
+def node_ports(head: bool) -> list[str]:
+    """`ray start` options that pin every port of one node to a private free one."""
+    low, high = worker_range()
+    args = [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+            f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+            f"--min-worker-port={low}", f"--max-worker-port={high}"]
+    if head:
+        args += [f"--ray-client-server-port={free_port()}"]
+    return args
