@@ -24,6 +24,9 @@ def client(address: str):
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:  # pragma: no cover - the extra is installed for tests
         raise RuntimeError("the ray backend needs Ray here: pip install 'verl-deploy[ray]'") from exc
+    import logging
+
+    logging.getLogger("ray").setLevel(logging.WARNING)  # Ray's INFO lines (package uploads) are not ours to print
     return JobSubmissionClient(address)
 
 

@@ -1,0 +1,92 @@
+"""The live view (`status --watch`, `launch --follow`) on runs of the stand-in trainer: in a real pty drawn on a
+pyte screen, and through a pipe (one line per event). The view only reads: quitting leaves the run running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+from conftest import VERL_BIN, run_cli
+from test_init import Terminal
+from test_launch import launch as launch_with_check, status, trainer, wait_for  # noqa: F401  (trainer is a fixture)
+
+# The host check is not what these tests look at, and it refuses a host whose python has a CPU torch
+# without torch_npu (a developer venv with system site-packages): skip it.
+SKIP_CHECK = "--skip-check"
+
+
+def launch(trainer, *extra, env=None):
+    return launch_with_check(trainer, SKIP_CHECK, *extra, env=env)
+
+
+def screen_text(term: Terminal) -> str:
+    return "\n".join(term.screen.display)
+
+
+def wait_screen(term: Terminal, pattern: str, timeout: float = 30) -> re.Match:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, screen_text(term))
+        if found:
+            return found
+        term._read(0.2)
+    raise AssertionError(f"{pattern!r} not on:\n{screen_text(term)}")
+
+
+def test_status_watch_draws_step_eta_and_metrics_that_update_and_q_leaves_the_run_running(trainer):
+    run = json.loads(launch(trainer, "--json", "--train-steps", "12", env={"STANDIN_STEP_SECONDS": "0.8"}).stdout)
+    term = Terminal(["status", run["id"], "--watch"], trainer["env"])
+    first = wait_screen(term, r"step (\d+)/12 · ETA \d+s · score (0\.1\d+)")
+    wait_screen(term, r"910B3")  # the devices from npu-smi (the fake prints the real 910B3 table)
+    assert "metrics" in screen_text(term) and "entropy" not in screen_text(term)  # the stand-in logs no entropy
+    later = wait_screen(term, r"step (\d+)/12 · ETA \d+s · score (0\.1\d+)(?<!" + re.escape(first.group(2)) + ")")
+    assert int(later.group(1)) > int(first.group(1)) and later.group(2) != first.group(2)
+    assert re.search(r"score\s+0\.1\d+\s+[▁▂▃▄▅▆▇█]{2,}", screen_text(term))  # the trend chart grows
+    term.child.send("q")
+    assert term.finish() == 0
+    assert status(trainer, run["id"])["state"] == "running"  # quitting the view does not touch the run
+    final = wait_for(trainer, run["id"], lambda d: d["state"] == "succeeded", timeout=60)
+    assert final["step"] == 12
+
+
+def test_watch_off_a_terminal_prints_one_line_per_event_until_the_end(trainer):
+    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.3"}).stdout)
+    result = run_cli("status", run["id"], "--watch", env=trainer["env"])
+    lines = result.stdout.splitlines()
+    assert result.returncode == 0 and "\x1b[" not in result.stdout
+    steps = [int(m.group(1)) for line in lines if (m := re.match(r"step (\d+)/8: score 0\.1\d+ · response len", line))]
+    assert steps == sorted(steps) and steps[-1] == 8 and len(steps) >= 4
+    assert lines[-1] == f"run {run['id']}: succeeded at step 8/8"
+
+
+def test_launch_follow_on_a_terminal_shows_the_live_view_and_ends_with_the_run(trainer):
+    term = Terminal(["launch", *trainer["args"], SKIP_CHECK, "--follow"], dict(trainer["env"], STANDIN_STEP_SECONDS="0.6"))
+    wait_screen(term, r"attempt 1: launch", timeout=60)
+    wait_screen(term, r"step \d+/8 · ETA \d+s · score 0\.1\d+ · attempt 1")
+    assert term.finish() == 0
+    assert re.search(r"run \S+ +succeeded", screen_text(term))  # the last frame stays on the normal screen
+    assert "quits this view" not in screen_text(term)
+
+
+def test_launch_follow_off_a_terminal_prints_events_and_the_retries(trainer):
+    result = launch(trainer, "--follow", env={"STANDIN_FAIL": "device_oom"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("failure device_oom at line") for line in lines)
+    assert any(line.startswith("attempt 2: device OOM") or line.startswith("attempt 2:") for line in lines)
+    assert lines[-1].endswith("succeeded at step 8/8")
+
+
+def test_a_stopped_run_shows_no_eta(trainer):
+    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.5"}).stdout)
+    wait_for(trainer, run["id"], lambda d: d["step"] >= 2 and d["eta_seconds"])
+    assert run_cli("stop", run["id"], env=trainer["env"]).returncode == 0
+    assert status(trainer, run["id"])["eta_seconds"] is None
+    text = run_cli("status", run["id"], env=trainer["env"]).stdout
+    assert "stopped" in text and "ETA" not in text
