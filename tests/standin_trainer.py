@@ -31,6 +31,12 @@ def arg(suffix, default=None):
     return default
 
 
+def wait_for_stuck_allreduce():
+    """`hang`: sleeps here forever, like a rank waiting on a collective (the stall evidence test looks for this name)."""
+    while True:
+        time.sleep(1)
+
+
 def say(line):
     print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
 
@@ -91,8 +97,7 @@ for step in range(start + 1, total + 1):
               "before timing out.", flush=True)
         sys.exit(1)
     if fail == "hang" and step >= fail_step:
-        while True:
-            time.sleep(1)
+        wait_for_stuck_allreduce()
     say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
         f"response_length/mean:1000.0 - perf/throughput:900.0 - timing_s/step:{step_seconds:.3f}")
     say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
