@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -108,6 +109,13 @@ def test_a_run_is_submitted_as_a_ray_job_and_followed_to_the_end(job_host):
     assert job.status == "SUCCEEDED" and job.entrypoint == "bash run_training.sh"
     assert "ASCEND_RT_VISIBLE_DEVICES" in job.runtime_env["env_vars"]
     assert "Training Progress" in Path(final["log"]).read_text()
+
+
+def test_launch_prints_none_of_rays_own_info_lines(job_host):
+    result = launch(job_host, "--follow")  # for people: the confirmation, events, the end; Ray's logging is not ours
+    assert result.returncode == 0, result.stderr[-3000:]
+    leaked = [line for line in (result.stdout + result.stderr).splitlines() if re.search(r"\bINFO\b \S+\.py:\d+ --", line)]
+    assert leaked == [] and "succeeded at step 6/6" in result.stdout
 
 
 def test_a_device_oom_resubmits_with_offload_and_resumes(job_host):

@@ -95,6 +95,7 @@ class Follow:
         self.history.update()
         self.seen_notices = len(record.notices)
         self.seen_state = record.state
+        self.finished = False
 
     def _start_current(self, record: RunRecord) -> None:
         current = record.current
@@ -113,6 +114,10 @@ class Follow:
             lines.append(f"attempt {record.current.n}: {record.current.reason}")
         self.history.update()
         lines += self.history.take_new_events()
+        if record.state in TERMINAL and not self.finished:  # the end-of-log checks (a resume that ran no step)
+            self.finished = True
+            self.history.finish_attempt()
+            lines += self.history.take_new_events()
         for entry in record.notices[self.seen_notices:]:
             lines.append(f"notice: {entry.get('title')}")
         self.seen_notices = len(record.notices)
@@ -288,6 +293,10 @@ def watch_lines(record: RunRecord, write: Callable[[str], None], *,
     for line in follow.history.take_new_events()[-backlog:]:
         write(line)
     if record.state in TERMINAL:
+        follow.finished = True
+        follow.history.finish_attempt()
+        for line in follow.history.take_new_events():
+            write(line)
         write(f"run {record.id}: {record.state} at step {max(record.step, follow.history.step)}"
               f"/{record.total_steps or follow.history.total_steps or '?'}")
         return record
