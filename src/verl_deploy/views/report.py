@@ -123,30 +123,37 @@ def _summary(history: RunHistory, source: Source) -> str:
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
 
 
+def _failure_block(class_id, cause, fix, decision, lines, severity, heading: str) -> str:
+    kind = "failure" if severity == "fatal" else "failure warning"
+    text = "".join(f"{_e(n)}: {_e(t)}\n" for n, t in lines)
+    return (f'<div class="{kind}"><p><b>{_e(heading)}{_e(class_id)}</b>' +
+            (f" ({_e(severity)})" if severity and severity != "fatal" else "") +
+            f"</p><p><b>cause:</b> {_e(cause)}</p><p><b>fix:</b> {_e(fix)}</p>" +
+            (f"<p><b>what verl-deploy did:</b> {_e(decision)}</p>" if decision else "") +
+            (f"<pre>{text}</pre>" if text else "") + "</div>")
+
+
 def _failure(source: Source, diagnoses: list) -> str:
+    """The run's failure in full; failures of earlier attempts that recovery dealt with, one line each."""
     record = source.record
     failure = getattr(record, "failure", None)
-    blocks = []
+    out = []
     if failure and failure.get("class"):
-        blocks.append((failure.get("class"), failure.get("cause"), failure.get("fix"), failure.get("decision"),
-                       [(line.get("line"), line.get("text")) for line in failure.get("lines") or []], "fatal"))
+        out.append(_failure_block(failure.get("class"), failure.get("cause"), failure.get("fix"), failure.get("decision"),
+                                  [(line.get("line"), line.get("text")) for line in failure.get("lines") or []],
+                                  "fatal", ""))
     elif diagnoses and diagnoses[-1] is not None and diagnoses[-1].class_id:
         d = diagnoses[-1]
-        blocks.append((d.class_id, d.cause, d.fix, None, [(h.line, h.text) for h in d.lines], d.severity))
-    for d in diagnoses[:-1] if not failure else []:
+        out.append(_failure_block(d.class_id, d.cause, d.fix, None, [(h.line, h.text) for h in d.lines], d.severity, ""))
+    attempts = getattr(record, "attempts", None) or []
+    recovered = []
+    for attempt, d in zip(attempts[:-1], diagnoses[:-1]):
         if d is not None and d.class_id:
-            blocks.append((d.class_id, d.cause, d.fix, None, [(h.line, h.text) for h in d.lines[:3]], d.severity))
-    if not blocks:
-        return '<p class="muted">No failure found in the log.</p>'
-    out = []
-    for class_id, cause, fix, decision, lines, severity in blocks:
-        kind = "failure" if severity == "fatal" else "failure warning"
-        text = "".join(f"{_e(n)}: {_e(t)}\n" for n, t in lines)
-        out.append(f'<div class="{kind}"><p><b>{_e(class_id)}</b>' + (f" ({_e(severity)})" if severity != "fatal" else "") +
-                   f"</p><p><b>cause:</b> {_e(cause)}</p><p><b>fix:</b> {_e(fix)}</p>" +
-                   (f"<p><b>what verl-deploy did:</b> {_e(decision)}</p>" if decision else "") +
-                   (f"<pre>{text}</pre>" if text else "") + "</div>")
-    return "\n".join(out)
+            line = d.lines[0].text if d.lines else ""
+            recovered.append(f"<li>attempt {attempt.n} at step {d.step}: <b>{_e(d.class_id)}</b> — {_e(line[:300])}</li>")
+    if recovered:
+        out.append("<p>Recovered by a new attempt (see Attempts):</p><ul>" + "".join(recovered) + "</ul>")
+    return "\n".join(out) or '<p class="muted">No failure found in the log.</p>'
 
 
 def _attempts(source: Source) -> str:
@@ -163,7 +170,7 @@ def _attempts(source: Source) -> str:
 
 
 def _marks(history: RunHistory) -> str:
-    drawn = [m for m in history.marks if m.kind in ("attempt", "resume", "failure")]
+    drawn = sorted((m for m in history.marks if m.kind in ("attempt", "resume", "failure")), key=lambda m: m.step)
     if not drawn:
         return ""
     items = "".join(f"<li>step {m.step}: {_e(m.label)}</li>" for m in drawn)
