@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from test_launch import launch as launch_with_check, status, trainer, wait_for  # noqa: F401  (trainer is a fixture)
+from test_launch import launch as launch_with_check, status, trainer  # noqa: F401  (trainer is a fixture)
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy is not installed (pip install py-spy)"),

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from browser import chromium, load
-from conftest import VERL_BIN, run_cli
+from conftest import run_cli
 from test_launch import launch as launch_with_check, trainer  # noqa: F401  (trainer is a fixture)
-from verl_logs import HEADER, healthy_lines, metric_line, progress_line
+from verl_logs import HEADER, metric_line, progress_line
 
 pytest.importorskip("matplotlib", reason="the report needs the optional extra: pip install 'verl-deploy[report]'")
 OOM = ("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total "

@@ -5,14 +5,10 @@ pyte screen, and through a pipe (one line per event). The view only reads: quitt
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 
-import pytest
-
-from conftest import VERL_BIN, run_cli
+from conftest import run_cli
 from test_init import Terminal
 from test_launch import launch as launch_with_check, status, trainer, wait_for  # noqa: F401  (trainer is a fixture)
 

@@ -35,7 +35,7 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
     from verl_deploy.findings import error
 
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib  # noqa: F401  (only to say it is missing in one line)
     except ImportError:
         raise fail([error("report", "drawing the plots needs matplotlib", "pip install 'verl-deploy[report]'")],
                    as_json=json_output) from None

@@ -11,7 +11,6 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 POLL_SECONDS = 5.0
 
