@@ -5,6 +5,7 @@ pyte screen, and through a pipe (one line per event). The view only reads: quitt
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -86,3 +87,65 @@ def test_a_stopped_run_shows_no_eta(trainer):
     assert status(trainer, run["id"])["eta_seconds"] is None
     text = run_cli("status", run["id"], env=trainer["env"]).stdout
     assert "stopped" in text and "ETA" not in text
+
+
+# -- pieces of the view, without a run ------------------------------------------------------------
+
+def test_device_rows_come_from_the_real_npu_and_gpu_formats(tmp_path, monkeypatch):
+    from conftest import FAKES, HW
+    from verl_deploy.runs.record import RunRecord
+    from verl_deploy.views.devices import read_devices
+
+    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NPU_SMI", str(HW / "npu-smi-910b3-8npu-busy-container.txt"))
+    npu = read_devices(RunRecord("r", "local", {"device": "npu", "devices": [0, 1]}))
+    assert [(r.id, r.name, r.used_mb, r.total_mb, r.utilization) for r in npu.rows] == [
+        (0, "910B3", 54592, 65536, 0), (1, "910B3", 54592, 65536, 0)]  # only the run's devices
+    monkeypatch.setenv("FAKE_NVIDIA_SMI_CSV", str(HW / "nvidia-smi-query-gpu-csv-8x3090-noheader-nounits.DERIVED.txt"))
+    gpu = read_devices(RunRecord("r", "local", {"device": "gpu", "devices": []}))
+    assert len(gpu.rows) == 8 and gpu.rows[0].total_mb == 24576 and gpu.rows[0].utilization is not None
+    monkeypatch.setenv("PATH", "/nonexistent")
+    missing = read_devices(RunRecord("r", "local", {"device": "npu"}))
+    assert missing.rows == [] and missing.problem == "npu-smi not found"
+
+
+def test_the_memory_estimate_is_drawn_when_the_plan_has_one(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from verl_deploy.runs.record import Attempt, RunRecord
+    from verl_deploy.views.devices import DeviceReading, DeviceRow, memory_estimate_mb
+    from verl_deploy.views.live import Follow, render
+
+    monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
+    record = RunRecord("r1", "local", {"device": "npu", "devices": [0]}, state="running",
+                       attempts=[Attempt(1, [], "launch", log=str(tmp_path / "none.log"))])
+    record.save()
+    assert memory_estimate_mb(record) is None  # no estimate: device memory alone
+    scripts = tmp_path / "runs" / "r1" / "attempt-1" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "plan.json").write_text(json.dumps({"memory": {"peak_per_device_gb": 48}}))
+    assert memory_estimate_mb(record) == 48 * 1024
+    console = Console(width=140, record=True, file=open(os.devnull, "w"))
+    reading = DeviceReading([DeviceRow(0, "910B3", 60000, 65536, 90)])
+    console.print(render(Follow(record), reading, 140))
+    text = console.export_text()
+    assert "(| = estimate 48.0 GB)" in text and "60000/65536" in text and "|" in text.split("60000/65536")[1]
+
+
+def test_a_damaged_record_mid_watch_keeps_the_last_good_one(tmp_path, monkeypatch):
+    from verl_deploy.runs.record import Attempt, RunRecord
+    from verl_deploy.views.live import Follow
+
+    monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
+    log = tmp_path / "train.log"
+    log.write_text("(TaskRunner pid=1) step:1 - critic/score/mean:0.2 - timing_s/step:3.0\n")
+    record = RunRecord("r2", "local", {"device": "npu"}, state="running", step=1,
+                       attempts=[Attempt(1, [], "launch", log=str(log))])
+    record.save()
+    follow = Follow(record)
+    assert follow.history.take_new_events() == ["step 1: score 0.2 · step s 3"]
+    (tmp_path / "runs" / "r2" / "run.json").write_text('{"id": "r2", "backe')  # half a file
+    with open(log, "a") as handle:
+        handle.write("(TaskRunner pid=1) step:2 - critic/score/mean:0.3 - timing_s/step:3.0\n")
+    lines = follow.refresh()
+    assert follow.record.state == "running" and lines == ["step 2: score 0.3 · step s 3"]
