@@ -118,6 +118,16 @@ def test_launch_prints_none_of_rays_own_info_lines(job_host):
     assert leaked == [] and "succeeded at step 6/6" in result.stdout
 
 
+def test_evidence_of_a_ray_job_holds_the_job_servers_record_and_says_where_the_stacks_are(job_host):
+    run = json.loads(launch(job_host, "--json", env={"STANDIN_STEP_SECONDS": "2"}).stdout)
+    result = run_cli("evidence", run["id"], "--json", env=job_host["env"])
+    evidence = json.loads(result.stdout)
+    job = json.loads((Path(evidence["folder"]) / "ray-job.json").read_text())
+    assert job["submission_id"] == f"verl-deploy-{run['id']}-attempt-1" and job["status"] in ("RUNNING", "PENDING")
+    assert any("dashboard" in problem for problem in evidence["problems"]) and evidence["stacks"] == []
+    assert run_cli("stop", run["id"], env=job_host["env"]).returncode == 0
+
+
 def test_a_device_oom_resubmits_with_offload_and_resumes(job_host):
     result = launch(job_host, "--follow", "--json", env={"STANDIN_FAIL": "device_oom"})
     final = json.loads(result.stdout)

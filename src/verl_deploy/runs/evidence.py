@@ -5,6 +5,7 @@
   (the trainer, the Ray driver and its `ray::` workers: the attempt's process tree and session),
   on this host or inside the run's container (py-spy copied in when the container lacks it);
 - `devices.txt`: `npu-smi info` / `nvidia-smi` where the run runs; `ray-status.txt` for the run's Ray;
+  `ray-job.json` for a Ray job (the job server's record; its stacks are on the cluster's nodes);
 - `logs/`: the tail of the attempt log and of every Ray worker log of the run's session;
 - `summary.json`: what was taken, what failed and why, and how long it took.
 `--nonblocking` reads the processes' memory without stopping them: nothing here pauses, signals
@@ -188,11 +189,12 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
     container = spec.get("container") if record.backend == "docker" else None
     processes: list[psutil.Process] = []
 
-    with ThreadPoolExecutor(max_workers=6) as pool:
+    pool = ThreadPoolExecutor(max_workers=6)
+    try:
         futures = []
         if record.backend == "ray":
-            problems.append("a Ray job on a cluster: take stacks from the dashboard (Jobs -> the job's actors -> "
-                            "Stack Trace) or `ray stack` on each node")
+            problems.append("a Ray job on a cluster: no stack dumps from here; take them from the dashboard (Jobs -> "
+                            "the job's actors -> Stack Trace) or `py-spy dump --nonblocking` / `ray stack` on each node")
         elif container:
             py_spy = _container_py_spy(container, problems)
             if py_spy:
@@ -209,17 +211,21 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
                 futures += [pool.submit(_dump_local, p, stacks, py_spy) for p in processes]
         futures.append(pool.submit(_devices, record, folder))
         futures.append(pool.submit(_ray_status, record, folder))
+        futures.append(pool.submit(_ray_job, record, folder))
         done, late = wait(futures, timeout=max(1.0, budget - (time.monotonic() - started)))
         for future in done:
-            value = future.result() if not future.exception() else None
+            if future.exception() is not None:
+                problems.append(f"a collection failed: {future.exception()}")
+                continue
+            value = future.result()
             if isinstance(value, Dump):
                 dumps.append(value)
             elif isinstance(value, str):
                 problems.append(value)
         if late:
             problems.append(f"{len(late)} collection(s) did not finish within {budget:g} s and were left out")
-            for future in late:
-                future.cancel()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hold the supervisor
 
     if attempt and attempt.log and Path(attempt.log).is_file():
         (logs / f"attempt-{attempt.n}.log").write_text(_tail(Path(attempt.log)))
@@ -250,6 +256,22 @@ def _devices(record, folder: Path) -> str | None:
     result = runner.run(argv, timeout=20)
     (folder / "devices.txt").write_text(f"$ {' '.join(argv)} ({runner.where})\n{result.output}")
     return None if result.ok else f"devices: {result.problem(20)}"
+
+
+def _ray_job(record, folder: Path) -> str | None:
+    """For a Ray job: the job server's own record of it (status, message, driver), over its REST API."""
+    import urllib.request
+
+    address, job_id = (record.backend_options or {}).get("address"), (record.current.handle if record.current else {}).get("job_id")
+    if record.backend != "ray" or not address or not job_id:
+        return None
+    try:
+        with urllib.request.urlopen(f"{address.rstrip('/')}/api/jobs/{job_id}", timeout=15) as response:
+            info = json.loads(response.read(1 << 20))
+    except (OSError, ValueError) as exc:
+        return f"ray job {job_id}: {exc}"
+    (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
+    return None
 
 
 def _ray_status(record, folder: Path) -> str | None:
