@@ -214,9 +214,9 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
 STATUS_EPILOG = """\
 Examples:
 
-  verl-deploy status                 # the newest run: state, step N/M, ETA, metrics, attempts
-  verl-deploy status 20261130 --watch   # full screen, live: metrics with trends, devices, notices (q quits)
-  verl-deploy status --watch | cat   # off a terminal: one line per event until the run ends
+  verl-deploy status                     # the newest run: state, step N/M, ETA, metrics, attempts
+  verl-deploy status 20261130 --watch    # full screen, live: metrics with trends, devices, notices (q quits)
+  verl-deploy status --watch | cat       # off a terminal: one line per event until the run ends
 """
 
 
