@@ -35,6 +35,12 @@ def arg(suffix, default=None):
     return default
 
 
+def wait_for_stuck_allreduce():
+    """`hang`: sleeps here forever, like a rank waiting on a collective (the stall evidence test looks for this name)."""
+    while True:
+        time.sleep(1)
+
+
 def say(line):
     print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
 
@@ -137,10 +143,12 @@ for step in range(start + 1, total + 1):
               "49.47 GiB already allocated; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)", flush=True)
         sys.exit(1)
     if fail == "hang" and step >= fail_step:
-        while True:
-            time.sleep(1)
+        wait_for_stuck_allreduce()
     say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
-        f"response_length/mean:1000.0 - perf/throughput:900.0 - timing_s/step:{step_seconds:.3f}")
+        f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
+        f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
+        f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
+        f"timing_s/step:{step_seconds:.3f}")
     say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
     if save_freq > 0 and (step % save_freq == 0 or step == total):
         save_checkpoint(step)

@@ -42,8 +42,9 @@ def test_every_reference_excerpt_gets_its_class(name):
 
 def test_every_class_in_the_reference_is_in_the_table():
     ids = [c.id for c in load_table().classes]
-    assert set(filter(None, EXPECTED.values())) == set(ids)
-    assert len(ids) == 19
+    beyond_reference = {"dapo_gen_batches_exhausted", "resume_ran_no_steps", "step_time_regression", "reward_collapse"}
+    assert set(filter(None, EXPECTED.values())) | beyond_reference == set(ids)  # tests/test_trends.py covers those
+    assert len(ids) == 23
     assert ids[:4] == ["disk_full", "host_oom", "rollout_kv_cache_insufficient", "device_oom"]
     assert ids[-1] == "ray_actor_died"
 

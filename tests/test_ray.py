@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,6 +108,23 @@ def test_a_run_is_submitted_as_a_ray_job_and_followed_to_the_end(job_host):
     assert job.status == "SUCCEEDED" and job.entrypoint == "bash run_training.sh"
     assert "ASCEND_RT_VISIBLE_DEVICES" in job.runtime_env["env_vars"]
     assert "Training Progress" in Path(final["log"]).read_text()
+
+
+def test_launch_prints_none_of_rays_own_info_lines(job_host):
+    result = launch(job_host, "--follow")  # for people: the confirmation, events, the end; Ray's logging is not ours
+    assert result.returncode == 0, result.stderr[-3000:]
+    leaked = [line for line in (result.stdout + result.stderr).splitlines() if re.search(r"\bINFO\b \S+\.py:\d+ --", line)]
+    assert leaked == [] and "succeeded at step 6/6" in result.stdout
+
+
+def test_evidence_of_a_ray_job_holds_the_job_servers_record_and_says_where_the_stacks_are(job_host):
+    run = json.loads(launch(job_host, "--json", env={"STANDIN_STEP_SECONDS": "2"}).stdout)
+    result = run_cli("evidence", run["id"], "--json", env=job_host["env"])
+    evidence = json.loads(result.stdout)
+    job = json.loads((Path(evidence["folder"]) / "ray-job.json").read_text())
+    assert job["submission_id"] == f"verl-deploy-{run['id']}-attempt-1" and job["status"] in ("RUNNING", "PENDING")
+    assert any("dashboard" in problem for problem in evidence["problems"]) and evidence["stacks"] == []
+    assert run_cli("stop", run["id"], env=job_host["env"]).returncode == 0
 
 
 def test_a_device_oom_resubmits_with_offload_and_resumes(job_host):

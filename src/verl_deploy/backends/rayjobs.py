@@ -19,11 +19,26 @@ from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive,
 SECRET_NAMES = {"SWANLAB_API_KEY"}
 
 
+def quiet_ray_logging() -> None:
+    """Ray's INFO lines ("Uploading package gcs://...") are not ours to print: only its warnings pass.
+
+    Ray hangs its handler on the `ray` logger and some modules set their own logger to INFO, so
+    the handler's level is raised too, which catches every `ray.*` record that reaches it.
+    """
+    import logging
+
+    ray_logger = logging.getLogger("ray")
+    ray_logger.setLevel(logging.WARNING)
+    for handler in ray_logger.handlers:
+        handler.setLevel(logging.WARNING)
+
+
 def client(address: str):
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:  # pragma: no cover - the extra is installed for tests
         raise RuntimeError("the ray backend needs Ray here: pip install 'verl-deploy[ray]'") from exc
+    quiet_ray_logging()
     return JobSubmissionClient(address)
 
 

@@ -24,6 +24,7 @@ app = typer.Typer(
 
 # imported in the order a user meets them: that is the order `--help` lists them
 from verl_deploy.cli import check_cmd, init_cmd, plan_cmd, generate_cmd, run_cmds  # noqa: E402,F401,I001
+from verl_deploy.cli import report_cmd, evidence_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_cmd  # noqa: E402,F401,I001
 
 

@@ -237,30 +237,10 @@ def _announce(record) -> None:
 
 
 def _follow(run_id: str, quiet: bool):
-    """Stay attached until the run ends; print attempts and notices as they happen."""
-    from verl_deploy.cli.output import console
-    from verl_deploy.runs.control import ensure_supervised
-    from verl_deploy.runs.record import TERMINAL, RunRecord, reload
+    """Stay attached until the run ends: the live view on a terminal, one line per event off it."""
+    from verl_deploy.cli.watch_view import follow_run
 
-    err = console(stderr=True)
-    seen_attempts, seen_notices, link_shown = 1, 0, False
-    record = RunRecord.load(run_id)
-    while True:
-        record = ensure_supervised(reload(record))
-        if not quiet:
-            if record.swanlab_url and not link_shown:
-                err.print(f"SwanLab: {record.swanlab_url}")
-                link_shown = True
-            for attempt in record.attempts[seen_attempts:]:
-                err.print(f"[yellow]attempt {attempt.n}[/]: {attempt.reason}")
-            for entry in record.notices[seen_notices:]:
-                err.print(f"[bold red]{entry['title']}[/]\n{entry['body']}")
-        seen_attempts, seen_notices = len(record.attempts), len(record.notices)
-        if record.state in TERMINAL:
-            if not quiet:
-                err.print(f"run {record.id}: [bold]{record.state}[/] at step {record.step}/{record.total_steps}")
-            return record
-        time.sleep(0.5)
+    return follow_run(run_id, quiet=quiet)
 
 
 def _find(run_id: Optional[str], as_json: bool = False) -> str:
@@ -323,17 +303,34 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
                                    soft_wrap=True)
 
 
-@app.command("status")
+STATUS_EPILOG = """\
+Examples:
+
+  verl-deploy status                     # the newest run: state, step N/M, ETA, metrics, attempts
+  verl-deploy status 20261130 --watch    # full screen, live: metrics with trends, devices, notices (q quits)
+  verl-deploy status --watch | cat       # off a terminal: one line per event until the run ends
+"""
+
+
+@app.command("status", epilog=STATUS_EPILOG)
 def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (default: newest)."),
-                   json_output: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+                   json_output: bool = typer.Option(False, "--json", help="Print as JSON."),
+                   watch: bool = typer.Option(False, "--watch", "-w", help="Live view until the run ends (q quits; the "
+                                                                            "run goes on). Off a terminal: one line per event.")) -> None:
     """State, step N/M with ETA, last metrics, SwanLab link, attempts, and commands to look by hand."""
     from rich.markup import escape
 
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import ensure_supervised
+    from verl_deploy.runs.record import TERMINAL
     from verl_deploy.watch.describe import duration, number
 
     record = ensure_supervised(_load(run_id, json_output))
+    if watch and not json_output:
+        from verl_deploy.cli.watch_view import follow_run
+
+        follow_run(record.id)
+        return
     if json_output:
         print_json(record.status_document())
         return
@@ -341,7 +338,9 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     spec = record.spec
     out.print(f"run [bold]{record.id}[/]: [bold]{record.state}[/] ({record.backend}, {spec.get('mode')}, {spec.get('framework')})")
     if record.total_steps:
-        out.print(f"step {record.step}/{record.total_steps}" + (f" · ETA {duration(record.eta_seconds)}" if record.eta_seconds else ""))
+        running = record.state not in TERMINAL  # a stopped or finished run has no ETA
+        out.print(f"step {record.step}/{record.total_steps}" +
+                  (f" · ETA {duration(record.eta_seconds)}" if record.eta_seconds and running else ""))
     shown = [("critic/score/mean", "score"), ("critic/rewards/mean", "reward"), ("response_length/mean", "response len"),
              ("perf/throughput", "throughput")]
     metrics = [f"{label} {number(record.metrics[key])}" for key, label in shown if key in record.metrics]

@@ -258,9 +258,14 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
         stalled = scanner.check_stall(min_seconds=record.stall_seconds)
         if stalled and not stall_noticed:
             stall_noticed = True
-            notify.notice(record, f"stalled: no new step for {stalled.seconds / 60:.0f} min",
-                          failure={"class": "stall", "cause": f"no step after step {stalled.step}",
-                                   "fix": "look at `verl-deploy logs --errors`, `npu-smi info`, `ray status`"})
+            _publish(record, scanner, follower.offset)
+            folder = take_evidence(record, f"stalled: no step after step {stalled.step}")
+            entry = notify.notice(record, f"stalled: no new step for {stalled.seconds / 60:.0f} min",
+                                  failure={"class": "stall", "cause": f"no step after step {stalled.step}; "
+                                                                      f"evidence in {folder}",
+                                           "fix": f"read the stack dumps in {folder}/stacks (where each process "
+                                                  "waits), then `verl-deploy logs --errors`, `npu-smi info`, `ray status`"})
+            entry["evidence"] = str(folder)
             _save(record)
         if time.monotonic() - last_save > SAVE_EVERY:
             _publish(record, scanner, follower.offset)
@@ -268,6 +273,16 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             last_save = time.monotonic()
         if not block:
             time.sleep(0.05)
+
+
+def take_evidence(record: RunRecord, reason: str) -> str:
+    """Stack dumps, devices and log tails into runs/<id>/evidence/<time>/ (bounded, never stops the run)."""
+    from verl_deploy.runs.evidence import collect
+
+    try:
+        return str(collect(record, reason))
+    except Exception as exc:  # the supervisor must go on watching whatever went wrong here
+        return f"(not collected: {exc})"
 
 
 def _failure_dict(diagnosis) -> dict | None:

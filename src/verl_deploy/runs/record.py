@@ -196,7 +196,7 @@ class RunRecord:
     def status_document(self) -> dict:
         return {
             "id": self.id, "state": self.state, "step": self.step, "total_steps": self.total_steps,
-            "eta_seconds": self.eta_seconds, "metrics": self.metrics, "swanlab_url": self.swanlab_url,
+            "eta_seconds": None if self.state in TERMINAL else self.eta_seconds, "metrics": self.metrics, "swanlab_url": self.swanlab_url,
             "last_checkpoint_step": self.last_checkpoint_step, "failure": self.failure, "backend": self.backend,
             "attempts": [a.public() for a in self.attempts], "directory": str(self.directory),
             "log": self.current.log if self.current else None, "disk_full": self.disk_full,

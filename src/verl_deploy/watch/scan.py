@@ -24,6 +24,7 @@ from verl_deploy.watch.events import (ANSI, EVENT_MARKERS, METRIC_LINE, Metrics,
 from verl_deploy.watch.signatures import (FailureClass, Signature, SignatureTable, alternation, fast_compile,
                                           load_table)
 from verl_deploy.watch.state import HISTORY, RunState
+from verl_deploy.watch.trends import AT_END, PER_STEP
 
 PER_STEP_MARKERS = (r"Training Progress:", r"step:\d+ - ")  # in EVENT_MARKERS; left to the tail pass when not eager
 MAX_LINE_TEXT = 2000  # characters kept of one matching line
@@ -153,8 +154,11 @@ class LogScanner:
         for line in [*self._last_metric_lines, *([self._last_progress] if self._last_progress else [])]:
             for event in parse_line(line):
                 self.state.apply(event)
+                if isinstance(event, Metrics):
+                    self._trends(PER_STEP, self.lines)
         self._last_metric_lines.clear()
         self._last_progress = None
+        self._trends(AT_END, self.lines)
         return self.state
 
     def feed_lines(self, lines: list[str]) -> None:
@@ -186,14 +190,25 @@ class LogScanner:
                 if self.eager or not isinstance(event, (Progress, Metrics)):  # else: the tail pass has them
                     self.state.apply(event)
                     self.on_event(event)
+                    if isinstance(event, Metrics):
+                        self._trends(PER_STEP, number)
             if self.state.step > step_before:
                 self.last_step_at = self.clock()
             for failure, signature in self.table.failures_in(segment):
                 self._hit(number, segment, failure, signature)
 
 
+    def _trends(self, checks: dict, number: int) -> None:
+        """Trend classes (watch/trends.py): a finding becomes a hit of the class like a matched line."""
+        for failure in self.table.trend_classes():
+            check = checks.get(failure.trend)
+            seen = check(self.state) if check else None
+            if seen:
+                self._hit(number, seen, failure, failure.trend_signature)
+
     def _hit(self, number: int, text: str, failure: FailureClass, signature: Signature) -> None:
-        key = (failure.id, failure.signatures.index(signature))
+        index = -1 if signature is failure.trend_signature else failure.signatures.index(signature)
+        key = (failure.id, index)
         entry = self.signature_hits.setdefault(key, SignatureHits(failure, signature))
         entry.count += 1
         if len(entry.hits) < HITS_KEPT:

@@ -51,6 +51,8 @@ class FailureClass:
     retryable: bool
     default_phase: str | None
     signatures: tuple[Signature, ...]
+    trend: str | None = None  # a check in watch/trends.py: no single line shows this class, the run's course does
+    trend_signature: Signature | None = None  # stands for the trend in hits (severity, note)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,9 @@ class SignatureTable:
     def phase_label(self, phase_id: str | None) -> str | None:
         return next((p.label for p in self.phases if p.id == phase_id), None)
 
+    def trend_classes(self) -> tuple[FailureClass, ...]:
+        return tuple(c for c in self.classes if c.trend)
+
     def pattern_sources(self) -> list[str]:
         """Every failure and phase regex: what a line must contain to be looked at closely."""
         sources = [s.pattern.pattern for c in self.classes for s in c.signatures]
@@ -116,12 +121,22 @@ def _signature(raw: dict) -> Signature:
     )
 
 
+NEVER = re.compile(r"\A(?!)")  # a trend class's stand-in pattern: never matches a line
+
+
+def _trend_signature(raw: dict) -> Signature | None:
+    if not raw.get("trend"):
+        return None
+    return Signature(pattern=NEVER, severity=raw.get("severity", "warning"), note=raw.get("note", ""))
+
+
 def build_table(data: dict) -> SignatureTable:
     classes = tuple(
         FailureClass(
             id=raw["id"], title=raw["title"], cause=raw["cause"], fix=raw["fix"],
             retryable=bool(raw["retryable"]), default_phase=raw.get("phase"),
-            signatures=tuple(_signature(s) for s in raw["signatures"]),
+            signatures=tuple(_signature(s) for s in raw.get("signatures") or ()),
+            trend=raw.get("trend"), trend_signature=_trend_signature(raw),
         )
         for raw in data["classes"]
     )

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
 
-MAIN_METRICS = ("critic/score/mean", "response_length/mean", "perf/throughput", "timing_s/step")
+MAIN_METRICS = ("critic/score/mean", "critic/rewards/mean", "response_length/mean", "perf/throughput", "timing_s/step")
 HISTORY = 50
 
 

@@ -1,0 +1,143 @@
+"""Device memory and utilization for the live view: `npu-smi info` / `nvidia-smi`, where the run runs.
+
+Polled in a background thread (npu-smi can take seconds) and parsed with the preflight
+parsers, inside the run's container when it has one. The memory estimate, when the plan of
+the attempt carries one, is what each device's use is drawn against.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+
+POLL_SECONDS = 5.0
+
+
+@dataclass
+class DeviceRow:
+    id: int
+    name: str
+    used_mb: int | None
+    total_mb: int | None
+    utilization: int | None = None  # percent, when the tool reports it
+
+
+@dataclass
+class DeviceReading:
+    rows: list[DeviceRow]
+    problem: str | None = None  # why there are no rows
+    at: float = 0.0
+
+
+def runner_for(record):
+    from verl_deploy.preflight.commands import ContainerRunner, Runner
+
+    container = record.spec.get("container")
+    return ContainerRunner(container, timeout=8) if record.backend == "docker" and container else Runner(timeout=8)
+
+
+def _npu_aicore(text: str) -> list[int | None]:
+    """AICore(%) of each chip, in table order: the first number of the third cell of a chip row (the Bus-Id row)."""
+    from verl_deploy.preflight.devices import BUS_ID
+
+    usage: list[int | None] = []
+    for line in text.splitlines():
+        if "Process id" in line or "Process name" in line:
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and BUS_ID.match(cells[1]) and cells[0].split()[:1] and cells[0].split()[0].isdigit():
+            first = cells[2].split()[:1]
+            usage.append(int(float(first[0])) if first and first[0].replace(".", "", 1).isdigit() else None)
+    return usage
+
+
+def _gpu_utilization(text: str) -> dict[int, int]:
+    """utilization.gpu, the last of preflight's QUERY_FIELDS, per index (the CSV parser keeps memory only)."""
+    usage = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == 5 and cells[0].isdigit() and cells[4].split()[:1] and cells[4].split()[0].isdigit():
+            usage[int(cells[0])] = int(cells[4].split()[0])
+    return usage
+
+
+def read_devices(record) -> DeviceReading:
+    """One reading of the run's devices; a missing or failing tool is a reading with a problem."""
+    from verl_deploy.preflight.devices import QUERY_ARGS, dcmi_error, parse_npu_smi, parse_nvidia_csv
+
+    if record.backend == "ray":
+        return DeviceReading([], "devices are on the Ray cluster: see its dashboard", time.time())
+    runner = runner_for(record)
+    wanted = set(record.spec.get("devices") or [])
+    if record.spec.get("device") == "npu":
+        result = runner.run(["npu-smi", "info"])
+        problem = dcmi_error(result.output) or result.problem(runner.timeout)
+        if problem:
+            return DeviceReading([], problem, time.time())
+        table = parse_npu_smi(result.stdout)
+        usage = _npu_aicore(result.stdout)
+        usage += [None] * (len(table.devices) - len(usage))
+        rows = [DeviceRow(d.id, d.name, d.hbm_used_mb, d.hbm_total_mb, u) for d, u in zip(table.devices, usage)]
+    else:
+        result = runner.run(["nvidia-smi", *QUERY_ARGS])
+        problem = result.problem(runner.timeout)
+        if problem:
+            return DeviceReading([], problem, time.time())
+        table = parse_nvidia_csv(result.stdout)
+        usage = _gpu_utilization(result.stdout)
+        rows = [DeviceRow(d.id, d.name, d.hbm_used_mb, d.hbm_total_mb, usage.get(d.id)) for d in table.devices]
+    if wanted:
+        rows = [r for r in rows if r.id in wanted] or rows
+    return DeviceReading(rows, None if rows else "the tool listed no device", time.time())
+
+
+def memory_estimate_mb(record) -> float | None:
+    """The plan's per-device memory estimate (MB), when the memory estimator put one in plan.json.
+
+    The hook for the memory estimate: plan.json's `memory` object, `peak_per_device_mb` or
+    `peak_per_device_gb`. Absent (no estimator, or an older plan): None, and the view shows
+    device memory alone.
+    """
+    attempt = record.current
+    if attempt is None:
+        return None
+    try:
+        plan = json.loads((record.directory / f"attempt-{attempt.n}" / "scripts" / "plan.json").read_text())
+    except (OSError, ValueError):
+        return None
+    memory = plan.get("memory") if isinstance(plan, dict) else None
+    if not isinstance(memory, dict):
+        return None
+    for key, scale in (("peak_per_device_mb", 1), ("peak_per_device_gb", 1024)):
+        value = memory.get(key)
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value) * scale
+    return None
+
+
+class DevicePoller:
+    """Reads the devices every POLL_SECONDS in a daemon thread; `latest` is the last reading."""
+
+    def __init__(self, record, interval: float = POLL_SECONDS):
+        self.record = record
+        self.interval = interval
+        self.latest: DeviceReading | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "DevicePoller":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.latest = read_devices(self.record)
+            except Exception as exc:  # a view must not die of a probe
+                self.latest = DeviceReading([], f"could not read the devices: {exc}", time.time())
+            self._stop.wait(self.interval)
