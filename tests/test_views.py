@@ -123,7 +123,7 @@ def test_the_memory_estimate_is_drawn_when_the_plan_has_one(tmp_path, monkeypatc
     assert memory_estimate_mb(record) is None  # no estimate: device memory alone
     scripts = tmp_path / "runs" / "r1" / "attempt-1" / "scripts"
     scripts.mkdir(parents=True)
-    (scripts / "plan.json").write_text(json.dumps({"memory": {"peak_per_device_gb": 48}}))
+    (scripts / "plan.json").write_text(json.dumps({"memory": {"peak_gb": 48}}))
     assert memory_estimate_mb(record) == 48 * 1024
     console = Console(width=140, record=True, file=open(os.devnull, "w"))
     reading = DeviceReading([DeviceRow(0, "910B3", 60000, 65536, 90)])

@@ -95,8 +95,8 @@ def render_scripts(plan: Plan) -> dict[str, str]:
     return {"start_verl.sh": start, "run_training.sh": run}
 
 
-def plan_document(plan: Plan, findings: list[Finding], checked_against: str | None) -> dict:
-    """plan.json: the resolved spec with sources, the overrides, the verl version. No secrets."""
+def plan_document(plan: Plan, findings: list[Finding], checked_against: str | None, memory=None) -> dict:
+    """plan.json: the resolved spec with sources, the overrides, the verl version, the memory estimate. No secrets."""
     spec = plan.spec
     values = spec.model_dump(mode="json")
     if spec.swanlab_api_key is not None:
@@ -118,6 +118,7 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
         "overrides": [o.text() for o in plan.overrides],
         "environment": dict(plan.env),
         "findings": [f.as_dict() for f in findings],
+        "memory": memory.to_dict() if memory is not None else None,
     }
 
 

@@ -45,7 +45,7 @@ def generate_command(
     prepared = prepare_from_options(options, as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
-    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
+    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
     written = write_outputs(prepared.plan, output_dir, document, force=force)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)

@@ -40,9 +40,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     if prepared.plan is None:
         raise fail(prepared.findings, as_json=json_output)
     if json_output:
-        document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
+        document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
         document["ok"] = prepared.ok
-        document["memory"] = prepared.memory.to_dict() if prepared.memory is not None else None
         document["command"] = ["python3", *prepared.plan.argv()]
         print_json(document)
     else:

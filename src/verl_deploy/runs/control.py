@@ -83,7 +83,7 @@ def write_scripts(spec: RunSpec, directory: Path) -> None:
     prepared = prepare_spec(spec)
     if prepared.plan is None or not prepared.ok:
         raise LaunchError("; ".join(f.line() for f in prepared.findings if f.level == "error"))
-    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against)
+    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
     written = write_outputs(prepared.plan, directory, document, force=True)
     if isinstance(written, Finding):
         raise LaunchError(written.line())

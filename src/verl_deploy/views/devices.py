@@ -96,9 +96,8 @@ def read_devices(record) -> DeviceReading:
 def memory_estimate_mb(record) -> float | None:
     """The plan's per-device memory estimate (MB), when the memory estimator put one in plan.json.
 
-    The hook for the memory estimate: plan.json's `memory` object, `peak_per_device_mb` or
-    `peak_per_device_gb`. Absent (no estimator, or an older plan): None, and the view shows
-    device memory alone.
+    plan.json's `memory.peak_gb` (the estimate's peak over the phases, per device). Absent (no
+    model config to estimate from, or an older plan): None, and the view shows device memory alone.
     """
     attempt = record.current
     if attempt is None:
@@ -110,7 +109,7 @@ def memory_estimate_mb(record) -> float | None:
     memory = plan.get("memory") if isinstance(plan, dict) else None
     if not isinstance(memory, dict):
         return None
-    for key, scale in (("peak_per_device_mb", 1), ("peak_per_device_gb", 1024)):
+    for key, scale in (("peak_gb", 1024),):
         value = memory.get(key)
         if isinstance(value, (int, float)) and value > 0:
             return float(value) * scale
