@@ -11,6 +11,7 @@ import typer
 
 from verl_deploy.cli import app
 from verl_deploy.cli.options import spec_options
+from verl_deploy.cli.sched_options import scheduler_options
 from verl_deploy.cli.output import print_json
 
 LAUNCH_EPILOG = """\
@@ -21,6 +22,10 @@ Examples:
   CONTAINER=verl-npu TRAIN_STEPS=100 verl-deploy launch --yes --notify 'json://10.0.0.5:9000/hook'
 
   verl-deploy launch --backend local --run-dir ~/verl --follow --json   # wait for the end, exit 0 on success
+
+  verl-deploy launch --backend slurm --nnodes 2 --partition a800 --time 2-00:00:00   # sbatch, follow, recover
+
+  verl-deploy launch --backend kuberay --nnodes 2 --namespace rl --k8s-volume models:/mnt/public
 
 What it does: check (blocks on errors; --skip-check), the confirmation (or --yes), the container
 (reuse, start, or create; backend docker when --container is set), SwanLab login, the scripts,
@@ -39,12 +44,13 @@ def _say(text: str) -> None:
 
 @app.command("launch", epilog=LAUNCH_EPILOG)
 @spec_options
+@scheduler_options
 def launch_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     follow: bool = typer.Option(False, "--follow", help="Stay until the run ends; exit 0 only if it succeeded."),
     json_output: bool = typer.Option(False, "--json", help="Print the run's status as JSON."),
     backend: str = typer.Option("auto", "--backend", help="auto (ray with --ray-address, docker with --container, else local) "
-                                                         "| local | docker | ray."),
+                                                         "| local | docker | ray | slurm | kuberay."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="URL",
                                               help="Ray job server of an existing cluster, e.g. http://head:8265 (backend ray)."),
     job_env: Optional[List[str]] = typer.Option(None, "--job-env", metavar="NAME[=VALUE]",
@@ -78,14 +84,16 @@ def launch_command(
     spec = prepared.spec
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
-    if chosen not in ("local", "docker", "ray"):
-        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker or ray")],
-                   as_json=json_output)
+    if chosen not in ("local", "docker", "ray", "slurm", "kuberay"):
+        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker, ray, slurm or "
+                                                                    "kuberay")], as_json=json_output)
     if chosen == "docker" and not spec.container:
         raise fail([error("container", "the docker backend needs a container", "pass --container NAME")], as_json=json_output)
     backend_options: dict = {}
     if chosen == "ray":
         backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
+    elif chosen in ("slurm", "kuberay"):
+        backend_options = _scheduler_options(spec, chosen, options, json_output)
     elif not skip_check:
         checked = check_with(flags, config_file, search_roots=search_root)
         errors = [f for f in checked.findings if f.level == "error"]
@@ -93,7 +101,7 @@ def launch_command(
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
-    if len(spec.nodes) > 1 and chosen != "ray":
+    if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
 
         node_findings = check_nodes(spec)
@@ -151,6 +159,38 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
     if findings and not json_output:
         print_findings(findings)
     return {"address": address, "env": env}
+
+
+def _scheduler_options(spec, chosen: str, options: dict, json_output: bool) -> dict:
+    """Before anything is submitted: the scheduler's flags, and whether the cluster could ever run the job."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.cli.sched_options import scheduler_from
+    from verl_deploy.findings import UserError, error
+
+    try:
+        sched = scheduler_from(options)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    if chosen == "slurm":
+        from verl_deploy.backends.slurm import SlurmError, check_partition
+
+        try:
+            findings = check_partition(sched.partition, sched.gres(spec.device), spec.nnodes, len(spec.devices))
+        except SlurmError as exc:
+            raise fail([error("backend", str(exc), "run it where sbatch, sinfo and scontrol work")],
+                       as_json=json_output) from None
+        if findings:
+            raise fail(findings, as_json=json_output)
+    else:
+        from verl_deploy.backends.kuberay import KubeError, check_cluster
+
+        try:
+            problem = check_cluster(sched.namespace)
+        except KubeError as exc:
+            problem = str(exc)
+        if problem:
+            raise fail([error("backend", problem, "see the README's KubeRay section")], as_json=json_output)
+    return {"scheduler": sched.model_dump(mode="json")}
 
 
 def _announce(record) -> None:
@@ -238,6 +278,7 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
 
     from verl_deploy.cli.output import console
     from verl_deploy.runs.control import ensure_supervised
+    from verl_deploy.runs.record import TERMINAL
     from verl_deploy.watch.describe import duration, number
 
     record = ensure_supervised(_load(run_id, json_output))
@@ -247,6 +288,11 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     out = console()
     spec = record.spec
     out.print(f"run [bold]{record.id}[/]: [bold]{record.state}[/] ({record.backend}, {spec.get('mode')}, {spec.get('framework')})")
+    scheduler = record.current.handle.get("scheduler") if record.current else None
+    if scheduler and record.state not in TERMINAL:
+        job = record.current.handle.get("job_id") or record.current.handle.get("rayjob") or ""
+        why = scheduler.get("reason") or scheduler.get("job_status")
+        out.print(f"{scheduler.get('scheduler')} job {job}: {scheduler.get('state')}" + (f" ({why})" if why else ""))
     if record.total_steps:
         out.print(f"step {record.step}/{record.total_steps}" + (f" · ETA {duration(record.eta_seconds)}" if record.eta_seconds else ""))
     shown = [("critic/score/mean", "score"), ("critic/rewards/mean", "reward"), ("response_length/mean", "response len"),

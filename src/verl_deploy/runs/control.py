@@ -17,7 +17,7 @@ from pathlib import Path
 
 from verl_deploy.runs import notify
 from verl_deploy.runs.record import TERMINAL, Attempt, RunRecord
-from verl_deploy.runs.recovery import decide
+from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
 
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
@@ -31,6 +31,17 @@ class LaunchError(Exception):
 
 def backend_for(record: RunRecord):
     spec = spec_of(record)
+    if record.backend in ("slurm", "kuberay"):
+        from verl_deploy.sched.options import SchedulerOptions
+
+        options = SchedulerOptions(**record.backend_options.get("scheduler", {}))
+        if record.backend == "slurm":
+            from verl_deploy.backends.slurm import SlurmBackend
+
+            return SlurmBackend(spec, options)
+        from verl_deploy.backends.kuberay import KubeRayBackend
+
+        return KubeRayBackend(spec, options)
     if record.backend == "ray":
         from verl_deploy.backends.rayjobs import RayJobsBackend
 
@@ -62,10 +73,11 @@ def spec_of(record: RunRecord) -> RunSpec:
     return RunSpec(**data, sources=sources)
 
 
-def write_scripts(spec: RunSpec, directory: Path) -> None:
+def write_scripts(spec: RunSpec, directory: Path, backend=None) -> None:
+    """The attempt's scripts, and the files its backend adds (submit.sbatch, rayjob.yaml) from the same plan."""
     from verl_deploy.findings import Finding
     from verl_deploy.pipeline import prepare_spec
-    from verl_deploy.render import plan_document, write_outputs
+    from verl_deploy.render import _write_atomic, plan_document, write_outputs
 
     prepared = prepare_spec(spec)
     if prepared.plan is None or not prepared.ok:
@@ -74,6 +86,8 @@ def write_scripts(spec: RunSpec, directory: Path) -> None:
     written = write_outputs(prepared.plan, directory, document, force=True)
     if isinstance(written, Finding):
         raise LaunchError(written.line())
+    for name, content in (backend.extra_files(prepared.plan, directory) if backend else {}).items():
+        _write_atomic(directory / name, content, 0o644)
 
 
 def last_checkpoint(spec: RunSpec) -> int | None:
@@ -87,11 +101,12 @@ def last_checkpoint(spec: RunSpec) -> int | None:
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
-    write_scripts(spec, attempt_dir / "scripts")
+    backend = backend_for(record)
+    write_scripts(spec, attempt_dir / "scripts", backend)
     attempt = Attempt(n=n, features=added, reason=reason, resumed_from_step=last_checkpoint(spec), changes=changes)
-    attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
+    attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
-    if len(spec.nodes) > 1 and record.backend != "ray":
+    if len(spec.nodes) > 1 and record.backend in ("local", "docker"):
         from verl_deploy.backends.nodes import start_workers
 
         try:
@@ -202,10 +217,19 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             record.save()
         if time.monotonic() - last_save > SAVE_EVERY:
             _publish(record, scanner, follower.offset)
+            _publish_scheduler(attempt, backend)
             record.save()
             last_save = time.monotonic()
         if not block:
             time.sleep(0.05)
+
+
+def _publish_scheduler(attempt: Attempt, backend) -> dict | None:
+    """The scheduler's word on the attempt (queued with a reason, running, ended by the scheduler), kept in the record."""
+    state = backend.scheduler_state(attempt.handle)
+    if state is not None:
+        attempt.handle["scheduler"] = state
+    return state
 
 
 def _failure_dict(diagnosis) -> dict | None:
@@ -237,6 +261,7 @@ def supervise(run_id: str) -> None:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
         attempt = record.current
         end_workers(attempt)
+        scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             record.save()
@@ -245,10 +270,11 @@ def supervise(run_id: str) -> None:
             record.state = "succeeded"
             record.save()
             return
-        attempt.failure = _failure_dict(diagnosis)
+        attempt.failure = _failure_dict(diagnosis) or (scheduler or {}).get("failure")
         spec = spec_of(record)
-        retries = len(record.attempts) - 1
-        decision = decide(diagnosis, spec, retries, attempt.features)
+        resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
+        retries = len(record.attempts) - 1 - resubmits
+        decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
         if decision.retry:
             lost = (record.step - (record.last_checkpoint_step or 0)) if record.step else 0
             new_spec = spec.with_changes(source="recovery", **decision.changes)

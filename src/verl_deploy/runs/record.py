@@ -112,6 +112,8 @@ class RunRecord:
             "last_checkpoint_step": self.last_checkpoint_step, "failure": self.failure, "backend": self.backend,
             "attempts": [a.public() for a in self.attempts], "directory": str(self.directory),
             "log": self.current.log if self.current else None,
+            # the scheduler's word on the current attempt (slurm, kuberay): state, reason, ...
+            "scheduler": self.current.handle.get("scheduler") if self.current else None,
         }
 
 
