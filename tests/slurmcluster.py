@@ -165,3 +165,30 @@ def start(devices: int = 8, gres: str = "npu", cpus: int = 2) -> SlurmCluster:
         cluster.stop()
         raise
     return cluster
+
+
+def stop_ray(temp_dir: str) -> None:
+    """`ray stop` for one test cluster: the Ray processes started with this temp dir, and no other."""
+    import psutil
+
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    victims = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if process.pid not in me and any(temp_dir in part for part in process.info["cmdline"] or []):
+                victims.append(process)
+        except psutil.Error:
+            continue
+    for process in victims:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "stop-ray" and sys.argv[2].startswith("/tmp/vds-"):
+        stop_ray(sys.argv[2])
