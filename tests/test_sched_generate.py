@@ -63,7 +63,7 @@ SCONTROL = ("JobId={id} JobName=verl-deploy-x UserId=rl(1000) GroupId=rl(1000) M
     ("PENDING", "Resources", "0:0", None), ("RUNNING", "None", "0:0", None),
     ("NODE_FAIL", "None", "0:0", "resubmit"), ("PREEMPTED", "None", "0:15", "resubmit"),
     ("OUT_OF_MEMORY", "OutOfMemory", "0:125", "host_oom"), ("TIMEOUT", "TimeLimit", "0:15", "time_limit"),
-    ("FAILED", "NonZeroExitCode", "1:0", None)])
+    ("FAILED", "NonZeroExitCode", "1:0", None), ("CANCELLED", "None", "0:15", "cancelled")])
 def test_slurm_states_mean_the_right_thing_for_the_run(state, reason, code, meaning):
     job = parse_job(SCONTROL.format(id=7, state=state, reason=reason, code=code))
     assert job.state == state and job.reason == (None if reason == "None" else reason)
@@ -78,8 +78,11 @@ def test_slurm_states_mean_the_right_thing_for_the_run(state, reason, code, mean
         assert "offload would make it worse" in decision.reason
     elif meaning == "time_limit":
         assert doc["failure"]["class"] == "time_limit" and not decision.retry and "--time" in decision.reason
+    elif meaning == "cancelled":
+        assert doc["failure"]["class"] == "cancelled" and not decision.retry and "scancel" in decision.reason
     else:
         assert "failure" not in doc and not doc.get("resubmit")
+    assert doc["queued"] == (state == "PENDING")
 
 
 def test_sinfo_gres_counts():

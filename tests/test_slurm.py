@@ -167,13 +167,16 @@ def test_a_queued_run_shows_why_and_stop_cancels_the_job(job_host):
     slurm = job_host["slurm"]
     blocker = slurm.run("sbatch", "--parsable", "--gres=npu:8", "--output=/dev/null", "--wrap", "sleep 120").stdout.strip()
     try:
-        started = launch(job_host, "--json", env={"STANDIN_FAIL": "hang"})
+        started = launch(job_host, "--json", "--stall-minutes", "0.05", env={"STANDIN_FAIL": "hang"})
         assert started.returncode == 0, started.stderr[-3000:]
         run_id = json.loads(started.stdout)["id"]
         pending = wait_for(job_host, run_id, lambda d: (d.get("scheduler") or {}).get("state") == "PENDING")
         assert pending["state"] == "running" and pending["scheduler"]["reason"] in ("Resources", "Priority")
         text = run_cli("status", run_id, env=job_host["env"]).stdout
         assert "slurm job" in text and "PENDING (" in text
+        time.sleep(5)  # longer than --stall-minutes: waiting in the queue is not a stall
+        record = json.loads((Path(pending["directory"]) / "run.json").read_text())
+        assert record["attempts"][0]["handle"]["scheduler"]["state"] == "PENDING" and record["notices"] == []
     finally:
         slurm.run("scancel", blocker)
     running = wait_for(job_host, run_id, lambda d: d["step"] >= 1)

@@ -118,7 +118,9 @@ def read_status(document: dict) -> dict:
     return {"scheduler": "kuberay", "state": status.get("jobDeploymentStatus") or "New",
             "job_status": status.get("jobStatus") or None, "reason": status.get("reason") or None,
             "message": (str(status.get("message"))[:500] if status.get("message") else None),
-            "cluster": status.get("rayClusterName"), "dashboard": status.get("dashboardURL")}
+            "cluster": status.get("rayClusterName"), "dashboard": status.get("dashboardURL"),
+            "queued": (status.get("jobDeploymentStatus") or "New") not in ("Complete", "Failed", "ValidationFailed")
+                      and (status.get("jobStatus") or "PENDING") == "PENDING"}
 
 
 def is_done(state: dict) -> bool:

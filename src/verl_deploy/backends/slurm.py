@@ -190,7 +190,8 @@ class SlurmBackend(DetachedProcess):
 
 def outcome(state: JobState) -> dict:
     """What scheduler.json says about a job: its state, and for an end Slurm caused, what it means."""
-    doc: dict = {"scheduler": "slurm", "state": state.state, "reason": state.reason, "exit_code": state.exit_code}
+    doc: dict = {"scheduler": "slurm", "state": state.state, "reason": state.reason, "exit_code": state.exit_code,
+                 "queued": state.state in PENDING}
     meaning = ENDED_BY_SLURM.get(state.state)
     if meaning:
         kind, text = meaning
@@ -205,6 +206,10 @@ def outcome(state: JobState) -> dict:
                               "retryable": False}
         elif kind == "resubmit":
             doc["cause"] = text
+        elif kind == "cancelled":  # by someone else: a stop or a recovery of ours never asks what this says
+            doc["failure"] = {"class": "cancelled", "phase": None, "cause": f"{text} (scancel, or by the cluster's "
+                                                                          f"administrators)",
+                              "fix": "launch again; it resumes from the last checkpoint", "retryable": False}
     return doc
 
 

@@ -208,6 +208,8 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             scanner.feed(follower.take_partial())
             _publish(record, scanner, follower.offset)
             return code, diagnose(scanner), stopped
+        if (attempt.handle.get("scheduler") or {}).get("queued"):
+            scanner.last_step_at = scanner.clock()  # waiting in a scheduler's queue is not a stall
         stalled = scanner.check_stall(min_seconds=record.stall_seconds)
         if stalled and not stall_noticed:
             stall_noticed = True
