@@ -11,6 +11,7 @@ and resume; OUT_OF_MEMORY: host memory; TIMEOUT: the time limit).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -162,9 +163,10 @@ class SlurmBackend(DetachedProcess):
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         output = attempt_dir / "slurm-%j.out"
+        # the job gets this environment (--export=ALL): the scripts' folder, RAY_START_ARGS, WAIT_FOR_NODES_SECONDS, ...
         submitted = run(["sbatch", "--parsable", f"--output={output}", f"--job-name={job_name(attempt_dir)}",
-                         "--export=ALL,VERL_DEPLOY_SCRIPTS=" + str(scripts_dir), str(scripts_dir / "submit.sbatch")],
-                        timeout=60, cwd=scripts_dir)
+                         "--export=ALL", str(scripts_dir / "submit.sbatch")], timeout=60, cwd=scripts_dir,
+                        env={**os.environ, "VERL_DEPLOY_SCRIPTS": str(scripts_dir)})
         job_id = submitted.stdout.strip().split(";")[0]
         if submitted.returncode != 0 or not job_id.isdigit():
             raise SlurmError(f"sbatch refused the job: {(submitted.stderr or submitted.stdout).strip()[-300:]}")
