@@ -52,7 +52,8 @@ def closed(schema):
 
 @lru_cache(maxsize=1)
 def rayjob_schema() -> dict:
-    crd = yaml.safe_load(gzip.decompress(CRD.read_bytes()))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the CRD is 1.4 MB
+    crd = yaml.load(gzip.decompress(CRD.read_bytes()), Loader=loader)
     version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
     return closed(version["schema"]["openAPIV3Schema"])
 
