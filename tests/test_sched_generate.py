@@ -72,6 +72,7 @@ def test_slurm_states_mean_the_right_thing_for_the_run(state, reason, code, mean
     decision = decide(Diagnosis(), spec, 0, [], scheduler=doc)
     if meaning == "resubmit":
         assert doc["resubmit"] and decision.retry and decision.changes == {} and state in decision.reason
+        assert doc["failure"]["class"] == "scheduler_interrupted"
         assert not decide(Diagnosis(), spec, 0, [], scheduler=doc, resubmits_done=MAX_RESUBMITS).retry
     elif meaning == "host_oom":
         assert doc["failure"]["class"] == "host_oom" and not decision.retry

@@ -222,4 +222,5 @@ def test_a_failed_node_resubmits_the_same_run_and_it_resumes(job_host):
     first, second = final["attempts"]
     assert first["reason"] == "launch" and second["reason"].startswith("resubmitted: the scheduler ended the job (NODE_FAIL")
     assert second["features"] == [] and second["resumed_from_step"] >= 2
+    assert first["failure"]["class"] == "scheduler_interrupted" and "NODE_FAIL" in first["failure"]["cause"]
     assert "Setting global step to" in Path(second["log"]).read_text()

@@ -208,6 +208,9 @@ def outcome(state: JobState) -> dict:
                               "retryable": False}
         elif kind == "resubmit":
             doc["cause"] = text
+            doc["failure"] = {"class": "scheduler_interrupted", "phase": None, "cause": f"{text} (Slurm {state.state})",
+                              "fix": "nothing to do: the run is resubmitted and resumes from the last checkpoint",
+                              "retryable": True}
         elif kind == "cancelled":  # by someone else: a stop or a recovery of ours never asks what this says
             doc["failure"] = {"class": "cancelled", "phase": None, "cause": f"{text} (scancel, or by the cluster's "
                                                                           f"administrators)",

@@ -272,7 +272,8 @@ def supervise(run_id: str) -> None:
             record.state = "succeeded"
             record.save()
             return
-        attempt.failure = _failure_dict(diagnosis) or (scheduler or {}).get("failure")
+        said = scheduler or {}  # what the scheduler ended itself is its word, not what the log shows after it
+        attempt.failure = said.get("failure") if said.get("resubmit") else (_failure_dict(diagnosis) or said.get("failure"))
         spec = spec_of(record)
         resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
         retries = len(record.attempts) - 1 - resubmits
