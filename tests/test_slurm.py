@@ -224,3 +224,23 @@ def test_a_failed_node_resubmits_the_same_run_and_it_resumes(job_host):
     assert second["features"] == [] and second["resumed_from_step"] >= 2
     assert first["failure"]["class"] == "scheduler_interrupted" and "NODE_FAIL" in first["failure"]["cause"]
     assert "Setting global step to" in Path(second["log"]).read_text()
+
+
+def test_the_generated_job_submitted_by_hand_runs_from_its_folder(job_host):
+    """The README's path without launch: generate --scheduler slurm, then `sbatch submit.sbatch` in the folder."""
+    out = job_host["tmp"] / "by-hand"
+    args = [a for a in job_host["args"] if a not in ("--yes", "--backend", "slurm")]
+    generated = run_cli("generate", "--output-dir", str(out), "--scheduler", "slurm", *args, env=job_host["env"])
+    assert generated.returncode == 0, generated.stderr
+    submitted = subprocess.run(["sbatch", "--parsable", "submit.sbatch"], cwd=out, capture_output=True, text=True,
+                               env={**os.environ, **job_host["env"]}, timeout=60)
+    job_id = submitted.stdout.strip()
+    assert submitted.returncode == 0 and job_id.isdigit(), submitted.stderr
+    deadline = time.monotonic() + 120
+    while slurm_job(job_host, job_id).get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"):
+        assert time.monotonic() < deadline, slurm_job(job_host, job_id)
+        time.sleep(1)
+    output = (out / f"verl-deploy-{job_id}.out").read_text()
+    assert slurm_job(job_host, job_id)["JobState"] == "COMPLETED", output[-3000:]
+    assert "Total training steps: 6" in output and "training exited with status 0" in output
+    assert not list(out.glob(".head-exit-*"))
