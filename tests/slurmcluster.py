@@ -57,6 +57,11 @@ class SlurmCluster:
                               env={**os.environ, **self.env})
 
     def stop(self) -> None:
+        if self.pids.get("slurmctld"):  # end the jobs first: their slurmstepd outlive a stopped slurmd
+            self.run("scancel", f"--partition={self.partition}")
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and self.run("squeue", "-h").stdout.strip():
+                time.sleep(0.5)
         for name in ("slurmd", "slurmctld", "munged"):
             pid = self.pids.get(name)
             if not pid:

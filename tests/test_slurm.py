@@ -87,6 +87,7 @@ def job_host(npu_host, slurm, request):
             "--ckpts-dir", str(tmp / "ckpts"), "--train-steps", "6", "--save-freq", "2",
             "--model-path", str(npu_host["root"] / "models" / "Qwen3-8B"), "--config", str(tmp / "ports.yaml")]
     yield {"env": env, "args": args, "slurm": slurm, "tmp": tmp, "ray_dir": ray_dir}
+    slurm.run("scancel", f"--partition={slurm.partition}")  # a failed test's jobs must not hold the node (our cluster)
     if own_ray:
         stop_cluster(ray_dir)
 
@@ -170,7 +171,8 @@ def test_a_queued_run_shows_why_and_stop_cancels_the_job(job_host):
         started = launch(job_host, "--json", "--stall-minutes", "0.05", env={"STANDIN_FAIL": "hang"})
         assert started.returncode == 0, started.stderr[-3000:]
         run_id = json.loads(started.stdout)["id"]
-        pending = wait_for(job_host, run_id, lambda d: (d.get("scheduler") or {}).get("state") == "PENDING")
+        pending = wait_for(job_host, run_id, lambda d: (d.get("scheduler") or {}).get("state") == "PENDING"
+                           and d["scheduler"].get("reason"))  # the first look may come before Slurm gave one
         assert pending["state"] == "running" and pending["scheduler"]["reason"] in ("Resources", "Priority")
         text = run_cli("status", run_id, env=job_host["env"]).stdout
         assert "slurm job" in text and "PENDING (" in text
