@@ -1,12 +1,17 @@
-"""The backend interface (start, finished, alive, stop) and the detached process both backends use.
+"""The backend interface (start, finished, alive, stop, scheduler_state, extra_files) and the
+detached process every backend uses.
 
 A training is started by a small host shell in its own session: `"$@" >> LOG 2>&1; echo $? > EXIT`.
 So it survives the supervisor (even `kill -9`), its output lands in a host file the watcher
-follows, and its exit status is kept for whoever asks later.
+follows, and its exit status is kept for whoever asks later. Backends that hand the training to
+a scheduler (Ray Jobs, Slurm, KubeRay) run a small pump this way that follows the job; the pump
+of a scheduler writes the job's state to a small JSON file the supervisor reads through
+`scheduler_state` (None where there is no scheduler).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,12 +35,31 @@ class Backend(Protocol):
 
     def stop(self, handle: dict) -> None: ...
 
+    def scheduler_state(self, handle: dict) -> dict | None: ...
+
+    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]: ...
+
 
 class DetachedProcess:
     """`finished` and `alive` for backends whose attempt is a process started by `start_detached`."""
 
     def finished(self, handle: dict) -> int | None:
         return exit_code(handle)
+
+    def scheduler_state(self, handle: dict) -> dict | None:
+        """What the scheduler says of the attempt: {"scheduler", "state", "reason", "resubmit", "failure", ...}."""
+        path = handle.get("scheduler_file")
+        if not path:
+            return None
+        try:
+            data = json.loads(Path(path).read_text()[:65536])
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
+        """Files written beside the attempt's scripts (submit.sbatch, rayjob.yaml): {name: content}."""
+        return {}
 
     def alive(self, handle: dict) -> bool:
         return process_alive(handle.get("pid")) and exit_code(handle) is None

@@ -9,6 +9,7 @@ import typer
 
 from verl_deploy.cli import app
 from verl_deploy.cli.options import spec_options
+from verl_deploy.cli.sched_options import scheduler_options
 
 EPILOG = """\
 Examples:
@@ -21,6 +22,13 @@ Examples:
 
 Then, in the container: cd /verl && bash start_verl.sh
 
+On a cluster: --scheduler slurm also writes submit.sbatch (then `sbatch submit.sbatch` from the folder on
+shared storage); --scheduler kuberay writes rayjob.yaml (then `kubectl apply -f rayjob.yaml`):
+
+  verl-deploy generate --scheduler slurm --nnodes 2 --partition a800 --time 2-00:00:00 --gres-name npu
+
+  verl-deploy generate --scheduler kuberay --nnodes 2 --device gpu --framework fsdp --k8s-volume models:/mnt/public
+
 Nothing is written when there is an error; existing scripts need --force.
 The SwanLab API key goes to swanlab.env (mode 0600) beside the scripts, never into them.
 """
@@ -28,27 +36,40 @@ The SwanLab API key goes to swanlab.env (mode 0600) beside the scripts, never in
 
 @app.command("generate", epilog=EPILOG)
 @spec_options
+@scheduler_options
 def generate_command(
     output_dir: Path = typer.Option(Path("verl_scripts"), "--output-dir", help="Where to write the scripts."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing scripts."),
     json_output: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
     print_commands: bool = typer.Option(False, "--print-commands",
                                         help="Also print the commands to run on each node (multi-node: head, then workers)."),
+    scheduler: str = typer.Option("none", "--scheduler", help="none | slurm (also submit.sbatch) | kuberay (also rayjob.yaml)."),
     **options: Any,
 ) -> None:
     """Write the two scripts (start_verl.sh -> run_training.sh) and plan.json for this run."""
     from verl_deploy.cli.output import console, fail, print_findings, print_json
     from verl_deploy.cli.run_common import prepare_from_options
-    from verl_deploy.findings import Finding
+    from verl_deploy.findings import Finding, error
     from verl_deploy.render import plan_document, write_outputs
 
     prepared = prepare_from_options(options, as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
+    extra = scheduler_file(prepared.plan, scheduler, options, output_dir, force, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
     written = write_outputs(prepared.plan, output_dir, document, force=force)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)
+    if extra:
+        from verl_deploy.render import _write_atomic
+
+        name, content = extra
+        try:
+            _write_atomic(written.directory / name, content, 0o644)
+        except OSError as exc:
+            raise fail([error("output_dir", f"cannot write {name}: {exc.strerror or exc}", "choose a writable "
+                              "--output-dir")], as_json=json_output) from None
+        written.files = sorted([*written.files, name])
     commands = node_commands(prepared.spec, written.directory)
     if json_output:
         print_json({"ok": True, "output_dir": str(written.directory), "files": written.files,
@@ -59,13 +80,51 @@ def generate_command(
         print_findings(prepared.findings)
     out = console()
     out.print(f"wrote {', '.join(written.files)} to [bold]{written.directory}[/]")
-    out.print(f"run it: [bold]bash {written.directory}/start_verl.sh[/] (from the host: docker cp the folder "
-              f"into the container, then run it there)")
+    if extra and extra[0] == "submit.sbatch":
+        out.print(f"submit it: [bold]cd {written.directory} && sbatch submit.sbatch[/] (the folder on storage every "
+                  f"node sees), or `verl-deploy launch --backend slurm` to submit and watch it")
+    elif extra:
+        out.print(f"apply it: [bold]kubectl apply -f {written.directory}/rayjob.yaml[/], or `verl-deploy launch "
+                  f"--backend kuberay` to apply and watch it")
+    else:
+        out.print(f"run it: [bold]bash {written.directory}/start_verl.sh[/] (from the host: docker cp the folder "
+                  f"into the container, then run it there)")
     if print_commands:
         for role, lines in commands.items():
             out.print(f"[bold]{role}[/]:")
             for line in lines:
                 out.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def scheduler_file(plan, scheduler: str, options: dict, output_dir: Path, force: bool,
+                   json_output: bool) -> tuple[str, str] | None:
+    """(file name, content) for --scheduler, rendered before anything is written; None for none."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.cli.sched_options import scheduler_from
+    from verl_deploy.findings import UserError
+
+    if scheduler not in ("none", "slurm", "kuberay"):
+        raise fail([error("scheduler", f"{scheduler!r} is not a scheduler", "use --scheduler slurm, kuberay or none")],
+                   as_json=json_output)
+    if scheduler == "none":
+        return None
+    try:
+        sched = scheduler_from(options)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    if scheduler == "slurm":
+        from verl_deploy.sched.sbatch import render_sbatch
+
+        name, content = "submit.sbatch", render_sbatch(plan, sched)
+    else:
+        from verl_deploy.render import render_scripts
+        from verl_deploy.sched.rayjob import render_rayjob
+
+        name, content = "rayjob.yaml", render_rayjob(plan, sched, render_scripts(plan)["run_training.sh"])
+    if (output_dir / name).exists() and not force:
+        raise fail([error("output_dir", f"{output_dir} already has {name}",
+                          "pass --force to overwrite, or choose another --output-dir")], as_json=json_output)
+    return name, content
 
 
 def node_commands(spec, directory: Path) -> dict[str, list[str]]:

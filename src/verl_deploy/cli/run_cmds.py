@@ -11,6 +11,7 @@ import typer
 
 from verl_deploy.cli import app
 from verl_deploy.cli.options import spec_options
+from verl_deploy.cli.sched_options import scheduler_options
 from verl_deploy.cli.output import print_json
 
 LAUNCH_EPILOG = """\
@@ -25,6 +26,10 @@ Examples:
   verl-deploy launch --device-memory-gb 64 --no-estimate   # start exactly as planned, even if the estimate says OOM
 
   verl-deploy launch --reuse-ray --ckpts-dir /data/ckpts/exp2   # use the Ray already on the port; own ckpt dir
+
+  verl-deploy launch --backend slurm --nnodes 2 --partition a800 --time 2-00:00:00   # sbatch, follow, recover
+
+  verl-deploy launch --backend kuberay --nnodes 2 --namespace rl --k8s-volume models:/mnt/public
 
 What it does: check (blocks on errors; --skip-check), the memory estimate (when it says the plan
 does not fit, the first attempt already has the memory features it needs), the confirmation (or --yes), the container
@@ -46,12 +51,13 @@ def _say(text: str) -> None:
 
 @app.command("launch", epilog=LAUNCH_EPILOG)
 @spec_options
+@scheduler_options
 def launch_command(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     follow: bool = typer.Option(False, "--follow", help="Stay until the run ends; exit 0 only if it succeeded."),
     json_output: bool = typer.Option(False, "--json", help="Print the run's status as JSON."),
     backend: str = typer.Option("auto", "--backend", help="auto (ray with --ray-address, docker with --container, else local) "
-                                                         "| local | docker | ray."),
+                                                         "| local | docker | ray | slurm | kuberay."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="URL",
                                               help="Ray job server of an existing cluster, e.g. http://head:8265 (backend ray)."),
     job_env: Optional[List[str]] = typer.Option(None, "--job-env", metavar="NAME[=VALUE]",
@@ -102,7 +108,8 @@ def launch_command(
             console(stderr=True).print(f"[yellow]warning[/]: --notify {target(url)}: {away}; notices fail until it "
                                        "answers (each result is kept in the run record)")
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
-    runs_check = not skip_check and backend != "ray" and not (backend == "auto" and ray_address)
+    # the host check probes where the training runs: not for a cluster or scheduler elsewhere
+    runs_check = not skip_check and backend not in ("ray", "slurm", "kuberay") and not (backend == "auto" and ray_address)
     if runs_check:
         # the check resolves the spec with what it detects (--search-root): that very spec is what is launched
         try:
@@ -120,21 +127,23 @@ def launch_command(
         prepared = _with_estimate(prepared, json_output)
     spec = prepared.spec
     chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
-    if chosen not in ("local", "docker", "ray"):
-        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker or ray")],
-                   as_json=json_output)
+    if chosen not in ("local", "docker", "ray", "slurm", "kuberay"):
+        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker, ray, slurm or "
+                                                                    "kuberay")], as_json=json_output)
     if chosen == "docker" and not spec.container:
         raise fail([error("container", "the docker backend needs a container", "pass --container NAME")], as_json=json_output)
     backend_options: dict = {"reuse_ray": True} if reuse_ray else {}
     if chosen == "ray":
         backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
-    elif checked is not None:
+    elif chosen in ("slurm", "kuberay"):
+        backend_options = _scheduler_options(spec, chosen, options, json_output)
+    if checked is not None:
         errors = [f for f in checked.findings if f.level == "error"]
         if errors:
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
-    if len(spec.nodes) > 1 and chosen != "ray":
+    if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
 
         node_findings = check_nodes(spec)
@@ -217,6 +226,38 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
     if findings and not json_output:
         print_findings(findings)
     return {"address": address, "env": env}
+
+
+def _scheduler_options(spec, chosen: str, options: dict, json_output: bool) -> dict:
+    """Before anything is submitted: the scheduler's flags, and whether the cluster could ever run the job."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.cli.sched_options import scheduler_from
+    from verl_deploy.findings import UserError, error
+
+    try:
+        sched = scheduler_from(options)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    if chosen == "slurm":
+        from verl_deploy.backends.slurm import SlurmError, check_partition
+
+        try:
+            findings = check_partition(sched.partition, sched.gres(spec.device), spec.nnodes, len(spec.devices))
+        except SlurmError as exc:
+            raise fail([error("backend", str(exc), "run it where sbatch, sinfo and scontrol work")],
+                       as_json=json_output) from None
+        if findings:
+            raise fail(findings, as_json=json_output)
+    else:
+        from verl_deploy.backends.kuberay import KubeError, check_cluster
+
+        try:
+            problem = check_cluster(sched.namespace)
+        except KubeError as exc:
+            problem = str(exc)
+        if problem:
+            raise fail([error("backend", problem, "see the README's KubeRay section")], as_json=json_output)
+    return {"scheduler": sched.model_dump(mode="json")}
 
 
 def _announce(record) -> None:
@@ -337,6 +378,11 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     out = console()
     spec = record.spec
     out.print(f"run [bold]{record.id}[/]: [bold]{record.state}[/] ({record.backend}, {spec.get('mode')}, {spec.get('framework')})")
+    scheduler = record.current.handle.get("scheduler") if record.current else None
+    if scheduler and record.state not in TERMINAL:
+        job = record.current.handle.get("job_id") or record.current.handle.get("rayjob") or ""
+        why = scheduler.get("reason") or scheduler.get("job_status")
+        out.print(f"{scheduler.get('scheduler')} job {job}: {scheduler.get('state')}" + (f" ({why})" if why else ""))
     if record.total_steps:
         running = record.state not in TERMINAL  # a stopped or finished run has no ETA
         out.print(f"step {record.step}/{record.total_steps}" +

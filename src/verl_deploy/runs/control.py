@@ -25,7 +25,7 @@ from verl_deploy.runs.checkpoints import resume_point, tracked_step
 from verl_deploy.runs.handles import latest_handle, write_handle
 from verl_deploy.runs.outcome import incomplete, no_progress, trainer_finished, unexplained
 from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
-from verl_deploy.runs.recovery import decide
+from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
 
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
@@ -39,11 +39,24 @@ class LaunchError(Exception):
 
 def backend_for(record: RunRecord):
     spec = spec_of(record)
-    return make_backend(record.backend, record.backend_options, spec.container, spec.run_dir)
+    return make_backend(record.backend, record.backend_options, spec.container, spec.run_dir, spec)
 
 
-def make_backend(kind: str, options: dict, container: str | None, run_dir: str):
-    """A backend from what the record (or, when it is damaged, the attempt's handle.json) keeps."""
+def make_backend(kind: str, options: dict, container: str | None, run_dir: str, spec: RunSpec | None = None):
+    """A backend from what the record (or, when it is damaged, the attempt's handle.json) keeps.
+
+    A scheduler backend built without a spec (a damaged record) can still stop its job: stop reads the handle."""
+    if kind in ("slurm", "kuberay"):
+        from verl_deploy.sched.options import SchedulerOptions
+
+        scheduler_options = SchedulerOptions(**options.get("scheduler", {}))
+        if kind == "slurm":
+            from verl_deploy.backends.slurm import SlurmBackend
+
+            return SlurmBackend(spec, scheduler_options)
+        from verl_deploy.backends.kuberay import KubeRayBackend
+
+        return KubeRayBackend(spec, scheduler_options)
     if kind == "ray":
         from verl_deploy.backends.rayjobs import RayJobsBackend
 
@@ -75,10 +88,11 @@ def spec_of(record: RunRecord) -> RunSpec:
     return RunSpec(**data, sources=sources)
 
 
-def write_scripts(spec: RunSpec, directory: Path) -> None:
+def write_scripts(spec: RunSpec, directory: Path, backend=None) -> None:
+    """The attempt's scripts, and the files its backend adds (submit.sbatch, rayjob.yaml) from the same plan."""
     from verl_deploy.findings import Finding
     from verl_deploy.pipeline import prepare_spec
-    from verl_deploy.render import plan_document, write_outputs
+    from verl_deploy.render import _write_atomic, plan_document, write_outputs
 
     prepared = prepare_spec(spec)
     if prepared.plan is None or not prepared.ok:
@@ -87,6 +101,8 @@ def write_scripts(spec: RunSpec, directory: Path) -> None:
     written = write_outputs(prepared.plan, directory, document, force=True)
     if isinstance(written, Finding):
         raise LaunchError(written.line())
+    for name, content in (backend.extra_files(prepared.plan, directory) if backend else {}).items():
+        _write_atomic(directory / name, content, 0o644)
 
 
 def last_checkpoint(spec: RunSpec) -> int | None:
@@ -129,14 +145,15 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
     spec, resume = with_resume_point(spec, record.current)
-    write_scripts(spec, attempt_dir / "scripts")
+    backend = backend_for(record)
+    write_scripts(spec, attempt_dir / "scripts", backend)
     attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
                       resumed_from_step=resume["from_step"],
                       changes=changes, resume=resume)
-    attempt.handle = backend_for(record).start(attempt_dir / "scripts", attempt_dir)
+    attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
     write_handle(record, spec, attempt)
-    if len(spec.nodes) > 1 and record.backend != "ray":
+    if len(spec.nodes) > 1 and record.backend in ("local", "docker"):
         from verl_deploy.backends.nodes import start_workers
 
         try:
@@ -255,6 +272,8 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             scanner.feed(follower.take_partial())
             _publish(record, scanner, follower.offset)
             return code, diagnose(scanner), stopped
+        if (attempt.handle.get("scheduler") or {}).get("queued"):
+            scanner.last_step_at = scanner.clock()  # waiting in a scheduler's queue is not a stall
         stalled = scanner.check_stall(min_seconds=record.stall_seconds)
         if stalled and not stall_noticed:
             stall_noticed = True
@@ -269,6 +288,7 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, boo
             _save(record)
         if time.monotonic() - last_save > SAVE_EVERY:
             _publish(record, scanner, follower.offset)
+            _publish_scheduler(attempt, backend)
             _save(record)
             last_save = time.monotonic()
         if not block:
@@ -283,6 +303,14 @@ def take_evidence(record: RunRecord, reason: str) -> str:
         return str(collect(record, reason))
     except Exception as exc:  # the supervisor must go on watching whatever went wrong here
         return f"(not collected: {exc})"
+
+
+def _publish_scheduler(attempt: Attempt, backend) -> dict | None:
+    """The scheduler's word on the attempt (queued with a reason, running, ended by the scheduler), kept in the record."""
+    state = backend.scheduler_state(attempt.handle)
+    if state is not None:
+        attempt.handle["scheduler"] = state
+    return state
 
 
 def _failure_dict(diagnosis) -> dict | None:
@@ -343,6 +371,7 @@ def supervise(run_id: str) -> None:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
         attempt = record.current
         end_workers(attempt)
+        scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             _save(record)
@@ -363,12 +392,18 @@ def supervise(run_id: str) -> None:
             notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
             _save(record)
             return
-        attempt.failure = _failure_dict(diagnosis) or _backend_failure(backend, attempt) or unexplained(record, code)
+        said = scheduler or {}  # what the scheduler ended itself is its word, not what the log shows after it
+        if said.get("resubmit"):
+            attempt.failure = said.get("failure")
+        else:
+            attempt.failure = (_failure_dict(diagnosis) or said.get("failure") or _backend_failure(backend, attempt)
+                               or unexplained(record, code))
         spec = spec_of(record)
-        retries = len(record.attempts) - 1
-        decision = decide(diagnosis, spec, retries, attempt.features)
+        resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
+        retries = len(record.attempts) - 1 - resubmits
+        decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
         _calibrate(spec, diagnosis, decision)
-        if attempt.failure and diagnosis.class_id is None:
+        if attempt.failure and diagnosis.class_id is None and not said.get("failure"):
             from verl_deploy.runs.recovery import Decision
 
             decision = Decision(False, attempt.failure["cause"])

@@ -36,7 +36,7 @@ def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds
             ensure_container(spec, say=say, warn=lambda text: say(f"warning: {text}"))
         except DockerError as exc:
             _fail(record, f"{exc} — fix: {exc.fix}")
-    if backend != "ray" and spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
+    if backend in ("local", "docker") and spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
         from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
 
         try:

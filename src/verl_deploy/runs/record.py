@@ -202,6 +202,8 @@ class RunRecord:
             "log": self.current.log if self.current else None, "disk_full": self.disk_full,
             "notices": [{"title": n.get("title"), "time": n.get("time"), "deliveries": n.get("deliveries", [])}
                         for n in self.notices],
+            # the scheduler's word on the current attempt (slurm, kuberay): state, reason, ...
+            "scheduler": self.current.handle.get("scheduler") if self.current else None,
         }
 
 

@@ -6,6 +6,10 @@ KV-cache OOM: lower rollout.gpu_memory_utilization by 0.1, not below 0.3 — off
 there. Host OOM: never add offload (it moves more into host memory); stop and say so, naming the
 offload this tool added if it did. Everything else: stop with the cause and the fix. User
 features are never removed; MAX_OOM_RETRIES bounds the retries.
+
+A scheduler may end an attempt itself (a failed or preempted node): the training was fine, so
+the same spec is resubmitted and resumes (at most MAX_RESUBMITS times). What a scheduler says of
+an end the log does not explain (its own memory limit, its time limit) becomes the failure.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from verl_deploy.watch.diagnosis import Diagnosis
 MIN_UTILIZATION = 0.3
 UTILIZATION_STEP = 0.1
 FSDP_LADDER = ("offload", "gradient_checkpointing")
+MAX_RESUBMITS = 3
+RESUBMIT_REASON = "resubmitted"  # the reason of an attempt that repeats one the scheduler ended
 ADVICE = ("give each device less work: a smaller max_response_length or batch, more devices, or a larger "
           "TP/PP (--train-tp/--train-pp)")
 
@@ -42,9 +48,22 @@ def _states(spec: RunSpec) -> dict[str, bool]:
     return {s.name: s.on for s in states}
 
 
-def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before: list[str]) -> Decision:
-    """`retries_done`: recovery attempts so far; `added_before`: features this tool added last time."""
+def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before: list[str], *,
+           scheduler: dict | None = None, resubmits_done: int = 0) -> Decision:
+    """`retries_done`: recovery attempts so far; `added_before`: features this tool added last time;
+    `scheduler`: the scheduler's word on the ended attempt (backends.base scheduler_state)."""
     failure = diagnosis.class_id
+    if scheduler and scheduler.get("resubmit"):
+        what = f"{scheduler.get('state')}: {scheduler.get('cause') or scheduler.get('reason') or ''}".rstrip(": ")
+        if resubmits_done >= MAX_RESUBMITS:
+            return Decision(False, f"the scheduler ended the job again ({what}) after {resubmits_done} resubmissions; "
+                                   "ask the cluster's admins about the nodes")
+        return Decision(True, f"{RESUBMIT_REASON}: the scheduler ended the job ({what}), not the training")
+    sched_failure = (scheduler or {}).get("failure") or {}
+    if failure is None and sched_failure.get("class") == "host_oom":
+        failure = "host_oom"
+    elif failure is None and sched_failure:
+        return Decision(False, f"{sched_failure.get('cause')}; {sched_failure.get('fix')}")
     if failure is None:
         return Decision(False, "the training exited with an error but the log names no known failure; "
                                "see `verl-deploy logs --errors`")

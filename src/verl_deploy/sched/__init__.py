@@ -1,0 +1,1 @@
+"""Cluster schedulers: what `generate --scheduler` writes (submit.sbatch, rayjob.yaml) and their options."""
