@@ -18,6 +18,7 @@ from verl_deploy import features as feature_registry
 from verl_deploy.devices import MAX_DEVICES_PER_NODE
 from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.profiles import Profile
+from verl_deploy.profiles.base import DAPO_SCRIPT_DIFFERENCES
 from verl_deploy.spec import RunSpec
 
 
@@ -175,6 +176,14 @@ def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
     return found
 
 
+def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """Say where the launch differs from verl's own DAPO scripts, and why (profiles/base.py)."""
+    if spec.mode != "dapo":
+        return []
+    return [info("mode", "differs from verl's own DAPO scripts: " + "; ".join(DAPO_SCRIPT_DIFFERENCES),
+                 "override any of them with --override KEY=VALUE", area="dapo")]
+
+
 def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
     if spec.mode == "one-step-off" and spec.filter_groups and spec.sources.get("filter_groups", "default") != "default":
         return [warning("filter_groups", "dynamic sampling (filter groups) is a DAPO-recipe feature; the "
@@ -260,6 +269,7 @@ RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
     check_batch_sizes,
     check_lengths,
     check_dapo_options,
+    check_script_differences,
     check_features,
     check_swanlab,
     check_save_freq,
