@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -28,8 +28,6 @@ class Facts:
 
     num_layers: int | None = None
     model_config_error: str | None = None
-    # 0.8.0+ runs only the engine workers, whose batch assertions are strict (rule 11)
-    engine_workers_only: bool = False
     num_attention_heads: int | None = None
     num_key_value_heads: int | None = None
     max_position_embeddings: int | None = None
@@ -283,8 +281,6 @@ def run_checks(spec: RunSpec, profile: Profile | Finding, facts: Facts | None = 
     found: list[Finding] = []
     if isinstance(profile, Finding):
         found.append(profile)
-    else:
-        facts = replace(facts, engine_workers_only=profile.engine_workers_only)
     for rule in RULES:
         found += rule(spec, facts)
     return found

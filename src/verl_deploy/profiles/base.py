@@ -171,8 +171,6 @@ class Profile:
     wheel_config_dirs: Mapping[str, str] = field(default_factory=dict)
     needs_device_key: bool = False
     fsdp_strategy: str = "fsdp2"
-    # checks that depend on the version
-    engine_workers_only: bool = False  # 0.8.0+: the engine workers' batch assertions always apply
     strategy_sets_critic: bool = True
     notes: tuple[str, ...] = ()
     open_sections: tuple[str, ...] = OPEN_SECTIONS
