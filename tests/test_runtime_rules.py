@@ -410,3 +410,17 @@ def test_unknown_model_shape_checks_nothing_it_cannot_know(tmp_path):
     prepared = planned({"verl_version": "0.9.1", "framework": "megatron", "device": "gpu", "devices": "0-5",
                         "train_tp": 3, "train_pp": 2}, tmp_path / "absent")
     assert errors(prepared, "train_tp") == [] and errors(prepared, "train_pp") == []
+
+
+def test_06_sync_rollout_needs_the_sequence_inside_the_models_context(models, tmp_path):
+    """0.6.x rolls out with vllm_rollout_spmd (mode sync), which asserts prompt + response <= the model's
+    max_position_embeddings (x rope factor). That module imports vLLM, so only the plan side runs here."""
+    bad = planned({"verl_version": "0.6.1", "max_response_length": 40960}, models["Qwen3-8B"])
+    assert [f.field for f in errors(bad, "max_response_length")] == ["max_response_length"]
+    assert errors(planned({"verl_version": "0.6.1", "max_response_length": 38912}, models["Qwen3-8B"]),
+                  "max_response_length") == []
+    config = json.loads((FIXTURES / "Qwen3-8B.config.json").read_text())
+    config["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    (tmp_path / "config.json").write_text(json.dumps(config))  # YaRN x4: 163840 positions
+    assert errors(planned({"verl_version": "0.6.1", "max_response_length": 40960}, tmp_path),
+                  "max_response_length") == []

@@ -175,10 +175,8 @@ def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 
 def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
-    """Say where the launch differs from verl's own DAPO scripts, and why (profiles/base.py)."""
-    if spec.mode != "dapo":
-        return []
-    return [info("mode", "differs from verl's own DAPO scripts: " + "; ".join(DAPO_SCRIPT_DIFFERENCES),
+    """Say where the launch differs from verl's own DAPO / one-step-off scripts, and why (profiles/base.py)."""
+    return [info("mode", "differs from verl's own scripts: " + "; ".join(DAPO_SCRIPT_DIFFERENCES),
                  "override any of them with --override KEY=VALUE", area="dapo")]
 
 

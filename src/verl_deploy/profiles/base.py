@@ -235,9 +235,9 @@ def filter_groups_overlay() -> dict[str, Any]:
     }
 
 
-# Where the launch deliberately differs from verl's own DAPO scripts for Qwen3-8B (v0.6.0-v0.7.0
+# Where the launch deliberately differs from verl's own DAPO and one-step-off scripts for Qwen3-8B (v0.6.0-v0.7.0
 # recipe/dapo/run_dapo_qwen3_8b_base_npu.sh, test_dapo_7b_math*.sh; verl-recipe dapo/ at 6d8d5c1,
-# e7f8895, ac8b84f). Matched: weight_decay 0.1, clip ratios 0.2/0.28/10, token-mean, lr 1e-6 with 10
+# e7f8895, ac8b84f; one_step_off_policy grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh, dapo_7b_math_*). Matched: weight_decay 0.1, clip ratios 0.2/0.28/10, token-mean, lr 1e-6 with 10
 # warm-up steps, grpo without KL, n=16-style sampling at temperature 1 / top_p 1 / top_k -1, val
 # do_sample n=1, overlong buffer, chunked prefill off, max_num_batched_tokens = prompt + response,
 # use_torch_compile False on NPU. Shown by `plan` as one line.
@@ -247,4 +247,5 @@ DAPO_SCRIPT_DIFFERENCES: tuple[str, ...] = (
     "no Ulysses sequence parallel (the FSDP NPU scripts use sp=2 and token budgets / 2)",
     "data.shuffle stays on; entropy_checkpointing and fsdp forward_prefetch are left at verl's defaults",
     "no model.override_config dropout overrides (Qwen3's config already has attention_dropout 0)",
+    "actor_rollout_ref.nccl_timeout stays at verl's default (the NPU one-step-off script raises it to 14400 s)",
 )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
-from verl_deploy.findings import Finding
+from verl_deploy.findings import Finding, info
 from verl_deploy.rules import batch, lengths, model
 from verl_deploy.rules.context import RuleContext, plan_values, release
 
@@ -87,6 +87,10 @@ def run_rules(plan: Plan, facts) -> list[Finding]:
     found: list[Finding] = []
     for rule in RULES:
         found += rule.check(ctx)
+    if facts.num_attention_heads is None and not facts.model_config_error:
+        found.append(info("model_path", "the model's config.json is not readable here, so TP/PP/EP against its "
+                          "heads, layers and experts and the context window were not checked",
+                          "run plan where the model directory is readable (or inside the container)"))
     return found
 
 
