@@ -424,3 +424,17 @@ def test_06_sync_rollout_needs_the_sequence_inside_the_models_context(models, tm
     (tmp_path / "config.json").write_text(json.dumps(config))  # YaRN x4: 163840 positions
     assert errors(planned({"verl_version": "0.6.1", "max_response_length": 40960}, tmp_path),
                   "max_response_length") == []
+
+
+@pytest.mark.parametrize("version,mode,level", [
+    ("0.6.0", "dapo", "warning"), ("0.6.1", "dapo", "warning"), ("0.7.0", "dapo", "warning"),
+    ("0.7.0", "one-step-off", "warning"), ("0.7.1", "dapo", "warning"), ("0.7.1", "one-step-off", "error"),
+    ("0.8.0", "dapo", "error"), ("0.9.0", "one-step-off", "error"), ("0.9.1", "dapo", "error"),
+])
+def test_batch_not_a_multiple_of_mini_batch_per_release(models, version, mode, level):
+    """Legacy FSDP workers (0.6.x, 0.7.0, 0.7.1 DAPO: use_legacy_worker_impl=auto) split unevenly and run;
+    the engine workers (0.7.1 one-step-off, 0.8.0+) assert (both real paths run in the cases above)."""
+    prepared = planned({"verl_version": version, "mode": mode, "framework": "fsdp", **GPU8, "batch_size": 48,
+                        "mini_batch_size": 32}, models["Qwen3-8B"])
+    found = [f for f in prepared.findings if f.field == "mini_batch_size" and "not a multiple" in f.message]
+    assert [f.level for f in found] == [level]

@@ -80,13 +80,15 @@ class RuleContext:
     # -- which code verl runs for this launch ------------------------------------------------
     @property
     def engine_workers(self) -> bool:
-        """0.8.0+ has only the engine workers; 0.7.1's one-step-off yaml sets use_legacy_worker_impl=disable.
-        Everything else (0.6.x, 0.7.0, 0.7.1 DAPO: `auto`) runs the legacy fsdp_workers / megatron_workers."""
+        """Which worker code trains. 0.8.0+: only the engine workers. 0.6.x/0.7.0: the recipes import the legacy
+        fsdp_workers / megatron_workers directly. 0.7.1: main_ppo's TaskRunner picks by
+        trainer.use_legacy_worker_impl (`auto` = legacy; one-step-off's yaml sets `disable`)."""
         if self.version >= (0, 8, 0):
             return True
-        legacy = str(self.get("trainer.use_legacy_worker_impl",
-                              "disable" if (self.version == (0, 7, 1) and self.spec.mode == "one-step-off") else "auto"))
-        return legacy == "disable"
+        if self.version < (0, 7, 1):
+            return False
+        default = "disable" if self.spec.mode == "one-step-off" else "auto"
+        return str(self.get("trainer.use_legacy_worker_impl", default)) == "disable"
 
     @property
     def validate_config_runs(self) -> bool:
