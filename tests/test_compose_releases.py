@@ -41,3 +41,7 @@ def test_release_composes(version, mode, framework, device):
     if version.startswith("0.6") and framework == "megatron":
         assert "actor.megatron.use_remove_padding" not in sent  # absent from 0.6's config
         assert OmegaConf.select(cfg, A + "model.use_remove_padding") is True
+
+    if version.startswith("0.6") and mode == "dapo":
+        # 0.6's main_dapo hands reward_model.overlong_buffer to the reward manager; reward_kwargs are never read
+        assert "reward_kwargs" not in sent and OmegaConf.select(cfg, "reward_model.overlong_buffer.enable") is True

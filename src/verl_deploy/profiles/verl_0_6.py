@@ -35,6 +35,13 @@ PROFILE = Profile(
         **V070.overrides,
         "remove_padding@megatron": (Key(A + "model.use_remove_padding"),),  # no actor.megatron key in 0.6
         "max_model_len": keys(A + "rollout.max_model_len"),  # vllm_rollout_spmd uses it (0.7.0 ignores it)
+        # recipe/dapo/main_dapo.py passes reward_model.overlong_buffer and data.max_response_length to the
+        # reward manager itself and never reads reward_model.reward_kwargs (0.7.0's reward loop did): not sent
+        "overlong_enable@dapo": keys("reward_model.overlong_buffer.enable"),
+        "overlong_len@dapo": keys("reward_model.overlong_buffer.len"),
+        "overlong_penalty@dapo": keys("reward_model.overlong_buffer.penalty_factor"),
+        "overlong_log@dapo": keys("reward_model.overlong_buffer.log"),
+        "max_resp_len@dapo": (),
     },
     notes=(
         "recipe/ is a plain directory of the verl 0.6 tree; the command runs from the verl root",
