@@ -55,8 +55,8 @@ RULES: tuple[Rule, ...] = (
                                                   "201 (0.9.1); not called by recipe/dapo/main_dapo.py <= 0.7.0",
     }),
     Rule(lengths.rollout_context_fits_model, {
-        "0.6.0-0.6.1 (mode sync)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:141 (no rope scaling), "
-                                   ":150 (rope factor)",
+        "0.6.0-0.6.1 (mode sync)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:141 / :150-151 with a "
+                                   "rope factor (0.6.0), :177 / :186-187 (0.6.1)",
         "0.7.0 (ignores max_model_len)": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:198",
         "0.7.1-0.9.1": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:117 (0.7.1), 816 (0.8.0), "
                        "957 (0.9.0), 1107 (0.9.1) raise ValueError",
