@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import yaml
 from omegaconf import OmegaConf
 
 import realverl
