@@ -437,3 +437,18 @@ def test_batch_not_a_multiple_of_mini_batch_per_release(models, version, mode, l
                         "mini_batch_size": 32}, models["Qwen3-8B"])
     found = [f for f in prepared.findings if f.field == "mini_batch_size" and "not a multiple" in f.message]
     assert [f.level for f in found] == [level]
+
+
+def test_the_issue_command_fails_in_a_second_with_one_line_and_writes_nothing(tmp_path, models):
+    """The issue's reproduction: `generate` refuses what verl 0.9.1's engine workers would assert."""
+    from conftest import run_cli
+
+    out = tmp_path / "out"
+    result = run_cli("generate", "--verl-version", "0.9.1", "--framework", "fsdp", "--device", "gpu", "--devices",
+                     "0-7", "--batch-size", "48", "--mini-batch-size", "32", "--model-path", str(models["Qwen3-8B"]),
+                     "--output-dir", str(out))
+    text = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in text
+    lines = [line for line in text.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "mini_batch_size" in lines[0] and "fix:" in lines[0]
+    assert not out.exists()
