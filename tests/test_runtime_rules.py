@@ -452,3 +452,13 @@ def test_the_issue_command_fails_in_a_second_with_one_line_and_writes_nothing(tm
     lines = [line for line in text.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "mini_batch_size" in lines[0] and "fix:" in lines[0]
     assert not out.exists()
+
+
+def test_rollout_tp_must_split_or_replicate_the_kv_heads(tmp_path):
+    config = json.loads((FIXTURES / "Qwen3-8B.config.json").read_text())
+    config.update(num_attention_heads=24, num_key_value_heads=6)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    flags = {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "allow_tp_mismatch": True}
+    found = errors(planned({**flags, "gen_tp": 4}, tmp_path), "gen_tp")
+    assert len(found) == 1 and "6 KV heads" in found[0].message
+    assert errors(planned({**flags, "gen_tp": 2}, tmp_path), "gen_tp") == []

@@ -72,7 +72,8 @@ RULES: tuple[Rule, ...] = (
     }),
     Rule(model.rollout_tp_divides_heads, {
         "vLLM": "vllm/config ModelConfig.verify_with_parallel_config: 'Total number of attention heads must be "
-                "divisible by tensor parallel size'",
+                "divisible by tensor parallel size'; vllm/model_executor/layers/linear.py QKVParallelLinear "
+                "divide(kv heads, tp) or divide(tp, kv heads)",
     }),
     Rule(model.moe_ep_divides_experts, {
         "megatron-core 0.13.1": "megatron/core/transformer/moe/moe_layer.py:64; transformer_config.py:704 "

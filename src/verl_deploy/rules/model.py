@@ -39,15 +39,20 @@ def megatron_pp_divides_layers(ctx: RuleContext) -> list[Finding]:
 
 
 def rollout_tp_divides_heads(ctx: RuleContext) -> list[Finding]:
-    """vLLM ModelConfig.verify_with_parallel_config: total attention heads % tensor_parallel_size == 0."""
+    """vLLM ModelConfig.verify_with_parallel_config: total attention heads % tensor_parallel_size == 0; and
+    QKVParallelLinear splits the KV heads (kv % TP == 0) or replicates them (TP % kv == 0)."""
     heads = ctx.facts.num_attention_heads
     if heads is None or ctx.spec.rollout_engine != "vllm":
         return []
+    kv = ctx.facts.num_key_value_heads or heads
     tp = ctx.number(A + "rollout.tensor_model_parallel_size", ctx.spec.rollout_tp)
+    good = [d for d in range(1, min(heads, 16) + 1) if heads % d == 0 and (kv % d == 0 or d % kv == 0)]
     if heads % tp:
-        good = [d for d in range(1, heads + 1) if heads % d == 0 and d <= 16]
         return [error("gen_tp", f"rollout TP {tp} does not divide the model's {heads} attention heads: vLLM "
                       "refuses it", f"use a rollout TP (--gen-tp) from {good}")]
+    if kv % tp and tp % kv:
+        return [error("gen_tp", f"rollout TP {tp} neither divides nor is a multiple of the model's {kv} KV heads: "
+                      "vLLM cannot shard them", f"use a rollout TP (--gen-tp) from {good}")]
     return []
 
 
