@@ -90,7 +90,7 @@ def test_missing_paths_warn_but_fail_under_strict():
     assert {f.field for f in errors({"strict": True})} >= {"model_path", "train_file", "test_file"}
 
 
-@pytest.mark.parametrize("version", ["0.6.1", "0.5.0", "1.2.0"])
+@pytest.mark.parametrize("version", ["0.5.0", "0.6.2", "1.2.0"])
 def test_unsupported_version(version):
     found = errors({"verl_version": version})
     assert found[0].field == "verl_version" and "not supported" in found[0].message

@@ -80,7 +80,7 @@ def test_existing_scripts_need_force(tmp_path):
     (["--override", "+trainer.save_freq=5"], "without '+'"),
     (["--override", "actor_rollout_ref.actor.foo=1"], "unknown verl config key"),
     (["--override", "trainer.logger=a,b"], "sweep"),
-    (["--verl-version", "0.6.1"], "not supported"),
+    (["--verl-version", "0.5.0"], "not supported"),
     (["--config", "/nope.yaml"], "does not exist"),
     (["--swanlab", "maybe"], "yes or no"),
 ])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -18,32 +18,56 @@ from verl_deploy import features as feature_registry
 from verl_deploy.devices import MAX_DEVICES_PER_NODE
 from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.profiles import Profile
+from verl_deploy.profiles.base import DAPO_SCRIPT_DIFFERENCES
 from verl_deploy.spec import RunSpec
 
 
 @dataclass(frozen=True)
 class Facts:
-    """What checks may know beyond the spec (the preflight fills more of this)."""
+    """What checks may know beyond the spec: the model's shape from its config.json (when readable here)."""
 
     num_layers: int | None = None
     model_config_error: str | None = None
-    # 0.8.0+ runs only the engine workers, whose batch assertions are strict (rule 11)
-    engine_workers_only: bool = False
+    num_attention_heads: int | None = None
+    num_key_value_heads: int | None = None
+    max_position_embeddings: int | None = None
+    rope_factor: float | None = None
+    num_experts: int | None = None
+
+
+def _int_field(data: dict, *names: str) -> int | None:
+    """The first of `names` that holds an int, in the config or its text_config / llm_config."""
+    for section in (data, data.get("text_config") or {}, data.get("llm_config") or {}):
+        if not isinstance(section, dict):
+            continue
+        for name in names:
+            value = section.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
 
 
 def read_model_facts(model_path: str) -> Facts:
-    """Read the layer count from the model's config.json when the directory is readable here."""
+    """Read the model's shape from its config.json when the directory is readable here."""
     config = Path(model_path) / "config.json"
     if not config.is_file():
         return Facts()
     try:
-        data = json.loads(config.read_text(encoding="utf-8"))
+        data = json.loads(config.read_text(encoding="utf-8")[:4_000_000])
     except (OSError, ValueError) as exc:
         return Facts(model_config_error=f"{config}: {exc}")
     if not isinstance(data, dict):
         return Facts(model_config_error=f"{config}: not a JSON object")
-    layers = data.get("num_hidden_layers") or data.get("text_config", {}).get("num_hidden_layers")
-    return Facts(num_layers=int(layers) if isinstance(layers, int) else None)
+    rope = data.get("rope_scaling") if isinstance(data.get("rope_scaling"), dict) else {}
+    factor = rope.get("factor") if isinstance(rope.get("factor"), (int, float)) else None
+    return Facts(
+        num_layers=_int_field(data, "num_hidden_layers"),
+        num_attention_heads=_int_field(data, "num_attention_heads"),
+        num_key_value_heads=_int_field(data, "num_key_value_heads", "num_attention_heads"),
+        max_position_embeddings=_int_field(data, "max_position_embeddings"),
+        rope_factor=float(factor) if factor else None,
+        num_experts=_int_field(data, "num_experts", "num_local_experts", "n_routed_experts", "num_moe_experts"),
+    )
 
 
 def _resolve_features(spec: RunSpec) -> tuple[dict[str, feature_registry.FeatureState], list[Finding]]:
@@ -128,15 +152,7 @@ def check_batch_sizes(spec: RunSpec, facts: Facts) -> list[Finding]:
     if spec.batch_size < mini:  # rule 5
         found.append(error("mini_batch_size", f"train batch size {spec.batch_size} is smaller than the mini-batch "
                            f"size {mini}", "make --mini-batch-size at most --batch-size"))
-    elif spec.batch_size % mini:
-        found.append(warning("mini_batch_size", f"batch size {spec.batch_size} is not a multiple of the mini-batch "
-                             f"size {mini}: the last mini-batch of each step is smaller", "use a divisor of the batch size"))
-    if (mini * spec.n_resp_per_prompt) % dp:  # rule 11
-        level = error if (facts.engine_workers_only or spec.framework == "fsdp") else warning
-        found.append(level("mini_batch_size", f"mini-batch {mini} x {spec.n_resp_per_prompt} responses = "
-                           f"{mini * spec.n_resp_per_prompt} does not divide by the data-parallel size {dp}",
-                           "choose a mini-batch size (or responses per prompt) so the product divides by "
-                           f"{dp}"))
+    # batch % mini and mini x n % DP are per release and worker: verl_deploy.rules (batch.py)
     if not dynamic:  # rule 2
         minimal = dp * 1 if spec.framework == "megatron" else spec.trainer_devices * spec.nnodes
         if (spec.batch_size * spec.n_resp_per_prompt) % minimal:
@@ -156,6 +172,12 @@ def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
                            f"smaller than the max response length {spec.max_response_length}",
                            "lower --overlong-buffer-len (a quarter of the response length is usual)"))
     return found
+
+
+def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """Say where the launch differs from verl's own DAPO / one-step-off scripts, and why (profiles/base.py)."""
+    return [info("mode", "differs from verl's own scripts: " + "; ".join(DAPO_SCRIPT_DIFFERENCES),
+                 "override any of them with --override KEY=VALUE", area="dapo")]
 
 
 def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
@@ -243,6 +265,7 @@ RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
     check_batch_sizes,
     check_lengths,
     check_dapo_options,
+    check_script_differences,
     check_features,
     check_swanlab,
     check_save_freq,
@@ -256,8 +279,6 @@ def run_checks(spec: RunSpec, profile: Profile | Finding, facts: Facts | None = 
     found: list[Finding] = []
     if isinstance(profile, Finding):
         found.append(profile)
-    else:
-        facts = replace(facts, engine_workers_only=profile.engine_workers_only)
     for rule in RULES:
         found += rule(spec, facts)
     return found

@@ -134,6 +134,7 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("model_path", spec.model_path),
         ("lr", spec.lr),
         ("lr_warmup_steps", 10),
+        ("weight_decay", 0.1),  # every DAPO script in verl and verl-recipe (verl's default is 0.01)
         ("mini_batch_size", spec.effective_mini_batch_size),
         ("micro_batch_size", 1),
         ("use_kl_loss", False),
@@ -169,6 +170,8 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("max_resp_len", spec.max_response_length),
     ]
     knobs += list(feature_registry.knob_values(states).items())
+    if spec.device == "npu":  # verl's NPU scripts: torch.compile off for the actor and the reference
+        knobs += [("use_torch_compile", False)]
     knobs += [
         ("logger", ["console", "swanlab"] if spec.swanlab_on else ["console"]),
         ("project_name", spec.project_name),

@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from verl_deploy.checks import Facts, run_checks, sort_findings
+from verl_deploy.checks import Facts, read_model_facts, run_checks, sort_findings
 from verl_deploy.compiler import Plan, compile_plan
 from verl_deploy.findings import Finding, has_errors
 from verl_deploy.profiles import Profile, profile_for
+from verl_deploy.rules import run_rules
 from verl_deploy.sources import resolve
 from verl_deploy.spec import RunSpec
 
@@ -35,10 +36,12 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
                  announce: Callable[[str], None] | None = None) -> Prepared:
     """Check a resolved spec, compile it and check the overrides against verl's real config."""
     profile = profile_for(spec.verl_version)
+    facts = facts if facts is not None else read_model_facts(spec.model_path)
     findings = run_checks(spec, profile, facts)
     if not isinstance(profile, Profile):
         return Prepared(spec, None, sort_findings(findings))
     plan = compile_plan(spec, profile)
+    findings += run_rules(plan, facts)  # verl's runtime assertions, per release, on the values sent
     memory, memory_note = estimate_memory(plan)
     from verl_deploy.memory.findings import memory_findings
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from verl_deploy.findings import Finding, error
 from verl_deploy.profiles.base import Key, Profile
-from verl_deploy.profiles import verl_0_7_0, verl_0_8, verl_0_9
+from verl_deploy.profiles import verl_0_6, verl_0_7_0, verl_0_8, verl_0_9
 
-PROFILES: tuple[Profile, ...] = (verl_0_7_0.PROFILE, verl_0_8.PROFILE, verl_0_9.PROFILE)
-SUPPORTED = "0.7.0, 0.7.1, 0.8.x, 0.9.x"
+PROFILES: tuple[Profile, ...] = (verl_0_6.PROFILE, verl_0_7_0.PROFILE, verl_0_8.PROFILE, verl_0_9.PROFILE)
+SUPPORTED = "0.6.0, 0.6.1, 0.7.0, 0.7.1, 0.8.x, 0.9.x"
 
 
 def profile_for(version: str) -> Profile | Finding:

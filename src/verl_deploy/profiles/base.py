@@ -55,6 +55,8 @@ COMMON: dict[str, tuple[Key, ...]] = {
     "model_path": keys(A + "model.path"),
     "lr": keys(A + "actor.optim.lr"),
     "lr_warmup_steps": keys(A + "actor.optim.lr_warmup_steps"),
+    "weight_decay": keys(A + "actor.optim.weight_decay"),
+    "use_torch_compile": keys(A + "actor.use_torch_compile", A + "ref.use_torch_compile"),
     "mini_batch_size": keys(A + "actor.ppo_mini_batch_size"),
     "micro_batch_size": keys(
         A + "actor.ppo_micro_batch_size_per_gpu",
@@ -169,8 +171,6 @@ class Profile:
     wheel_config_dirs: Mapping[str, str] = field(default_factory=dict)
     needs_device_key: bool = False
     fsdp_strategy: str = "fsdp2"
-    # checks that depend on the version
-    engine_workers_only: bool = False  # 0.8.0+: the engine workers' batch assertions always apply
     strategy_sets_critic: bool = True
     notes: tuple[str, ...] = ()
     open_sections: tuple[str, ...] = OPEN_SECTIONS
@@ -233,3 +233,19 @@ def filter_groups_overlay() -> dict[str, Any]:
         "metric": None,
         "max_num_gen_batches": 0,
     }
+
+
+# Where the launch deliberately differs from verl's own DAPO and one-step-off scripts for Qwen3-8B (v0.6.0-v0.7.0
+# recipe/dapo/run_dapo_qwen3_8b_base_npu.sh, test_dapo_7b_math*.sh; verl-recipe dapo/ at 6d8d5c1,
+# e7f8895, ac8b84f; one_step_off_policy grpo_qwen3_8b_gsm8k_fsdp2_8_8_npu.sh, dapo_7b_math_*). Matched: weight_decay 0.1, clip ratios 0.2/0.28/10, token-mean, lr 1e-6 with 10
+# warm-up steps, grpo without KL, n=16-style sampling at temperature 1 / top_p 1 / top_k -1, val
+# do_sample n=1, overlong buffer, chunked prefill off, max_num_batched_tokens = prompt + response,
+# use_torch_compile False on NPU. Shown by `plan` as one line.
+DAPO_SCRIPT_DIFFERENCES: tuple[str, ...] = (
+    "algorithm.filter_groups.enable stays on (the NPU scripts turn DAPO's dynamic sampling off)",
+    "rollout.gpu_memory_utilization 0.6, not 0.9 (vllm-ascend KV-cache OOM; lowered further on retry)",
+    "no Ulysses sequence parallel (the FSDP NPU scripts use sp=2 and token budgets / 2)",
+    "data.shuffle stays on; entropy_checkpointing and fsdp forward_prefetch are left at verl's defaults",
+    "no model.override_config dropout overrides (Qwen3's config already has attention_dropout 0)",
+    "actor_rollout_ref.nccl_timeout stays at verl's default (the NPU one-step-off script raises it to 14400 s)",
+)

@@ -44,6 +44,8 @@ PROFILE = Profile(
         "overlong_penalty": keys(_KWARGS + "overlong_buffer_cfg.penalty_factor", plus=True),
         "overlong_log": keys(_KWARGS + "overlong_buffer_cfg.log", plus=True),
         "max_resp_len": keys(_KWARGS + "max_resp_len", plus=True),
+        # the async vLLM server sets max_model_len = max_position_embeddings (vllm_async_server.py:198)
+        "max_model_len": (),
     },
     notes=(
         "recipe/ is a plain directory of the verl 0.7.0 tree; the command runs from the verl root",

@@ -1,0 +1,98 @@
+"""verl's, Megatron's and vLLM's runtime assertions as rules, checked before launch.
+
+Each rule is one function (``RuleContext -> findings``) in batch.py, model.py or lengths.py.
+An assertion verl (or a library it drives) makes at run time is an error here exactly where
+that release's code asserts it, and at most a warning where verl runs anyway. ``RULES`` is
+the table: the rule, and the file:line it comes from in each release (verl wheels 0.6.0-0.9.1,
+megatron-core 0.13.1, vLLM). Tests run those real functions on the same inputs
+(tests/test_runtime_rules.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from verl_deploy.compiler import Plan
+from verl_deploy.findings import Finding, info
+from verl_deploy.rules import batch, lengths, model
+from verl_deploy.rules.context import RuleContext, plan_values, release
+
+
+@dataclass(frozen=True)
+class Rule:
+    check: Callable[[RuleContext], list[Finding]]
+    # release(s) -> where the assertion lives
+    source: Mapping[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.check.__name__
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(batch.mini_batch_divides_batch, {
+        "0.8.0-0.9.1 (engine workers)": "verl/utils/tensordict_utils.py:588 make_iterator, called from "
+                                        "verl/workers/engine_workers.py:264 (0.8.0), 272 (0.9.0), 273 (0.9.1)",
+        "0.7.1 one-step-off (engine workers)": "verl/utils/tensordict_utils.py:556, engine_workers.py:245",
+        "0.6.0-0.7.1 legacy FSDP (runs)": "verl/workers/actor/dp_actor.py:388 (0.6.0), 404 (0.6.1), 430 (0.7.0), "
+                                          "548 (0.7.1) data.split(ppo_mini_batch_size): uneven last mini-batch",
+    }),
+    Rule(batch.legacy_megatron_mini_batch, {
+        "0.6.0": "verl/workers/megatron_workers.py:266-267 (x n, // dp), verl/protocol.py:823 make_iterator assert",
+        "0.6.1": "verl/workers/megatron_workers.py:273-274, verl/protocol.py:823",
+        "0.7.0": "verl/workers/megatron_workers.py:334-335, verl/protocol.py:827",
+        "0.7.1 DAPO": "verl/workers/megatron_workers.py:355-356, verl/protocol.py:815",
+    }),
+    Rule(batch.mini_batch_divides_dp, {
+        "0.7.1-0.9.1 (engine workers)": "verl/workers/engine_workers.py:239 (0.7.1), 258 (0.8.0), 266 (0.9.0), "
+                                        "267 (0.9.1) assert mini_batch_size % dp == 0",
+        "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:236 (0.6.0), 237 (0.6.1), 244 (0.7.0), 251 (0.7.1) "
+                                   "assert ppo_mini_batch_size > 0 after normalization, then % micro",
+    }),
+    Rule(lengths.validation_temperature, {
+        "0.6.0-0.9.1 where validate_config runs": "verl/utils/config.py:193 (0.6.x), 197 (0.7.0), 186 (0.7.1-0.9.0), "
+                                                  "201 (0.9.1); not called by recipe/dapo/main_dapo.py <= 0.7.0",
+    }),
+    Rule(lengths.rollout_context_fits_model, {
+        "0.6.0-0.6.1 (mode sync)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:141 / :150-151 with a "
+                                   "rope factor (0.6.0), :177 / :186-187 (0.6.1)",
+        "0.7.0 (ignores max_model_len)": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:198",
+        "0.7.1-0.9.1": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:117 (0.7.1), 816 (0.8.0), "
+                       "957 (0.9.0), 1107 (0.9.1) raise ValueError",
+    }),
+    Rule(lengths.dynamic_batch_token_budget, {
+        "0.6.0-0.9.1": "verl/utils/seqlen_balancing.py:285 (0.6.0), 295 (0.6.1), 382 (0.7.0), 384 (0.7.1-0.9.1)",
+    }),
+    Rule(model.megatron_tp_divides_heads, {
+        "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",
+    }),
+    Rule(model.megatron_pp_divides_layers, {
+        "megatron-core 0.13.1": "megatron/core/transformer/transformer_block.py:140-142",
+    }),
+    Rule(model.rollout_tp_divides_heads, {
+        "vLLM": "vllm/config ModelConfig.verify_with_parallel_config: 'Total number of attention heads must be "
+                "divisible by tensor parallel size'; vllm/model_executor/layers/linear.py QKVParallelLinear "
+                "divide(kv heads, tp) or divide(tp, kv heads)",
+    }),
+    Rule(model.moe_ep_divides_experts, {
+        "megatron-core 0.13.1": "megatron/core/transformer/moe/moe_layer.py:64; transformer_config.py:704 "
+                                "(EP needs num_moe_experts)",
+    }),
+)
+
+
+def run_rules(plan: Plan, facts) -> list[Finding]:
+    """Every runtime rule on the plan's resolved values."""
+    ctx = RuleContext(plan, plan_values(plan), facts)
+    found: list[Finding] = []
+    for rule in RULES:
+        found += rule.check(ctx)
+    if facts.num_attention_heads is None and not facts.model_config_error:
+        found.append(info("model_path", "the model's config.json is not readable here, so TP/PP/EP against its "
+                          "heads, layers and experts and the context window were not checked",
+                          "run plan where the model directory is readable (or inside the container)"))
+    return found
+
+
+__all__ = ["RULES", "Rule", "RuleContext", "release", "run_rules"]

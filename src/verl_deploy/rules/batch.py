@@ -1,0 +1,77 @@
+"""Batch-size assertions verl makes when it splits a step into mini-batches, per worker implementation."""
+
+from __future__ import annotations
+
+from verl_deploy.findings import Finding, error, warning
+from verl_deploy.rules.context import A, RuleContext
+
+
+def mini_batch_divides_batch(ctx: RuleContext) -> list[Finding]:
+    """train_batch_size % ppo_mini_batch_size. The engine workers iterate with tensordict_utils.make_iterator,
+    which asserts it; the legacy FSDP actor splits with DataProto.split and runs a smaller last mini-batch.
+    (Legacy Megatron: see legacy_megatron_mini_batch, which asserts the per-rank form of the same thing.)"""
+    batch, mini = ctx.batch, ctx.mini
+    if mini <= 0 or batch < mini or batch % mini == 0:
+        return []
+    fix = f"use a mini-batch size that divides the batch size {batch} (e.g. {largest_divisor(batch, mini)})"
+    if ctx.engine_workers:
+        return [error("mini_batch_size", f"batch size {batch} is not a multiple of the mini-batch size {mini}: "
+                      f"verl {ctx.spec.verl_version}'s engine workers assert it "
+                      "(tensordict_utils.make_iterator)", fix)]
+    if ctx.framework == "fsdp":
+        return [warning("mini_batch_size", f"batch size {batch} is not a multiple of the mini-batch size {mini}: "
+                        "the last mini-batch of each step is smaller", fix)]
+    return []
+
+
+def legacy_megatron_mini_batch(ctx: RuleContext) -> list[Finding]:
+    """Legacy Megatron worker (0.6.0-0.7.1 outside one-step-off 0.7.1): ppo_mini_batch_size *= n; //= dp (floor),
+    then DataProto.make_iterator asserts (batch x n / dp) % that == 0, or divides by zero when it is 0."""
+    if ctx.framework != "megatron" or ctx.engine_workers:
+        return []
+    batch, mini, n, dp = ctx.batch, ctx.mini, ctx.n, ctx.dp
+    per_rank_mini = (mini * n) // dp
+    per_rank_batch = (batch * n) // dp
+    fix = (f"choose a mini-batch size whose mini x {n} responses divides by the data-parallel size {dp} "
+           "and divides the batch size")
+    if per_rank_mini == 0:
+        return [error("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} is smaller than the "
+                      f"data-parallel size {dp}: verl {ctx.spec.verl_version}'s Megatron worker floors it to 0 "
+                      "per rank and fails with a division by zero", fix)]
+    if per_rank_batch % per_rank_mini:
+        return [error("mini_batch_size", f"mini-batch {mini} x {n} // DP {dp} = {per_rank_mini} per rank does not "
+                      f"divide the {per_rank_batch} samples each rank gets (batch {batch} x {n} / {dp}): verl "
+                      f"{ctx.spec.verl_version}'s Megatron worker asserts it", fix)]
+    return []
+
+
+def mini_batch_divides_dp(ctx: RuleContext) -> list[Finding]:
+    """ppo_mini_batch_size x n over the data-parallel size. Engine workers assert it divides; the legacy FSDP
+    worker floors it and asserts the result is > 0 and a multiple of ppo_micro_batch_size_per_gpu."""
+    mini, n, dp = ctx.mini, ctx.n, ctx.dp
+    fix = f"choose a mini-batch size (or responses per prompt) so mini x responses divides by {dp}"
+    if ctx.engine_workers:
+        if (mini * n) % dp:
+            return [error("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} does not divide by "
+                          f"the data-parallel size {dp}: verl {ctx.spec.verl_version}'s engine workers assert it",
+                          fix)]
+        return []
+    if ctx.framework != "fsdp":
+        return []
+    per_rank = (mini * n) // dp
+    if per_rank == 0:
+        return [error("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} is smaller than the "
+                      f"data-parallel size {dp}: verl's FSDP worker asserts the per-rank mini-batch is > 0", fix)]
+    micro = ctx.number(A + "actor.ppo_micro_batch_size_per_gpu", 1)
+    if not ctx.dynamic and micro > 0 and per_rank % micro:
+        return [error("override", f"per-rank mini-batch {per_rank} is not a multiple of "
+                      f"ppo_micro_batch_size_per_gpu {micro}: verl's FSDP worker asserts it",
+                      "use a micro-batch size that divides the per-rank mini-batch")]
+    if (mini * n) % dp:
+        return [warning("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} does not divide by the "
+                        f"data-parallel size {dp}: each rank rounds down to {per_rank}", fix)]
+    return []
+
+
+def largest_divisor(number: int, at_most: int) -> int:
+    return next(d for d in range(min(at_most, number), 0, -1) if number % d == 0)

@@ -1,0 +1,147 @@
+"""What a runtime rule sees: the plan's resolved verl values, the model's facts, which code path runs.
+
+Rules read the values the launch really sends (the profile's keys and the user's own
+`--override`s), so an override that breaks an assertion is caught the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import yaml
+
+from verl_deploy.compiler import Plan
+
+A = "actor_rollout_ref."
+
+
+def release(version: str) -> tuple[int, int, int]:
+    """'0.9.1.dev' -> (0, 9, 1); missing parts are 0."""
+    parts: list[int] = []
+    for piece in version.split("+")[0].split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple((parts + [0, 0, 0])[:3])  # type: ignore[return-value]
+
+
+def plan_values(plan: Plan) -> dict[str, Any]:
+    """key -> value as verl receives it; a user's raw Hydra text is read as YAML (ints, floats, bools)."""
+    values: dict[str, Any] = {}
+    for override in plan.overrides:
+        if override.prefix == "~":
+            values.pop(override.key, None)
+            continue
+        value = override.value
+        if override.raw is not None:
+            try:
+                value = yaml.safe_load(override.raw)
+            except yaml.YAMLError:
+                value = override.raw
+        values[override.key] = value
+    return values
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    plan: Plan
+    values: Mapping[str, Any]
+    facts: Any  # checks.Facts (not imported: checks imports this package)
+
+    @property
+    def spec(self):
+        return self.plan.spec
+
+    @property
+    def version(self) -> tuple[int, int, int]:
+        return release(self.spec.verl_version)
+
+    @property
+    def framework(self) -> str:
+        return self.spec.framework
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.values.get(key, default)
+        return default if value is None else value
+
+    def number(self, key: str, default: int) -> int:
+        value = self.get(key, default)
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return default
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        value = self.get(key, default)
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+
+    # -- which code verl runs for this launch ------------------------------------------------
+    @property
+    def engine_workers(self) -> bool:
+        """Which worker code trains. 0.8.0+: only the engine workers. 0.6.x/0.7.0: the recipes import the legacy
+        fsdp_workers / megatron_workers directly. 0.7.1: main_ppo's TaskRunner picks by
+        trainer.use_legacy_worker_impl (`auto` = legacy; one-step-off's yaml sets `disable`)."""
+        if self.version >= (0, 8, 0):
+            return True
+        if self.version < (0, 7, 1):
+            return False
+        default = "disable" if self.spec.mode == "one-step-off" else "auto"
+        return str(self.get("trainer.use_legacy_worker_impl", default)) == "disable"
+
+    @property
+    def validate_config_runs(self) -> bool:
+        """verl.utils.config.validate_config: called by main_ppo, one-step-off and verl-recipe DAPO, but not by
+        the in-tree recipe/dapo/main_dapo.py of 0.6.0-0.7.0."""
+        return not (self.spec.mode == "dapo" and self.version <= (0, 7, 0))
+
+    @property
+    def trainer_world(self) -> int:
+        return self.number("trainer.n_gpus_per_node", self.spec.trainer_devices) * self.number(
+            "trainer.nnodes", self.spec.nnodes)
+
+    @property
+    def tp(self) -> int:
+        return self.number(A + "actor.megatron.tensor_model_parallel_size", 1) if self.framework == "megatron" else 1
+
+    @property
+    def pp(self) -> int:
+        return self.number(A + "actor.megatron.pipeline_model_parallel_size", 1) if self.framework == "megatron" else 1
+
+    @property
+    def cp(self) -> int:
+        return self.number(A + "actor.megatron.context_parallel_size", 1) if self.framework == "megatron" else 1
+
+    @property
+    def sp(self) -> int:
+        """FSDP's Ulysses sequence parallel (1 for Megatron)."""
+        if self.framework == "megatron":
+            return 1
+        return self.number(A + "actor.ulysses_sequence_parallel_size", 1)
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel size of the actor: world / (TP x PP x CP) on Megatron, world / SP on FSDP."""
+        return max(1, self.trainer_world // (self.tp * self.pp * self.cp * self.sp))
+
+    @property
+    def batch(self) -> int:
+        return self.number("data.train_batch_size", self.spec.batch_size)
+
+    @property
+    def mini(self) -> int:
+        return self.number(A + "actor.ppo_mini_batch_size", self.spec.effective_mini_batch_size)
+
+    @property
+    def n(self) -> int:
+        return self.number(A + "rollout.n", self.spec.n_resp_per_prompt)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.flag(A + "actor.use_dynamic_bsz")
+
+    @property
+    def sequence_length(self) -> int:
+        return self.number("data.max_prompt_length", self.spec.max_prompt_length) + self.number(
+            "data.max_response_length", self.spec.max_response_length)
