@@ -64,7 +64,8 @@ def _data_parallel(spec: RunSpec) -> int:
 
 def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
-    duplicates = sorted({d for d in spec.devices if spec.devices.count(d) > 1})
+    seen: set[int] = set()
+    duplicates = sorted({d for d in spec.devices if d in seen or seen.add(d)})
     if duplicates:
         found.append(error("devices", f"device ids repeat: {duplicates}", "list each device id once"))
     limit = MAX_DEVICES_PER_NODE[spec.device]

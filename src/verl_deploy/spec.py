@@ -21,28 +21,48 @@ DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0
 DEFAULT_VERL_VERSION = "0.7.0"
 
 
+# No node has more accelerators than this; a bound checked before a range is expanded, so
+# `--devices 0-99999999` is one error line instead of gigabytes of ids.
+MAX_DEVICE_IDS = 64
+
+
+def _too_many(count: int) -> ValueError:
+    return ValueError(f"{count} device ids, but a node has at most {MAX_DEVICE_IDS} "
+                      f"(give the ids of one node, e.g. 0-7; --nnodes counts the nodes)")
+
+
 def parse_devices(value: object) -> list[int]:
-    """Accept "0,1,2", "0-3", [0, 1] or 8 (meaning 0..7)."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    """Accept "0,1,2", "0-3", [0, 1] or 8 (meaning 0..7); at most MAX_DEVICE_IDS ids, each below it."""
+    if isinstance(value, bool) or value is None or isinstance(value, (float, dict)):
+        raise ValueError("expected device ids like 0,1,2,3, a range 0-7 or a count 8")
+    if isinstance(value, int):
         if value < 1:
             raise ValueError("a device count must be at least 1")
+        if value > MAX_DEVICE_IDS:
+            raise _too_many(value)
         return list(range(value))
     if isinstance(value, (list, tuple)):
         items: list[object] = list(value)
     else:
-        items = [p for p in re.split(r"[,\s]+", str(value).strip()) if p]
+        items = [p for p in re.split(r"[,\s]+", str(value)[:10_000].strip()) if p]
+    if len(items) > MAX_DEVICE_IDS:
+        raise _too_many(len(items))
     devices: list[int] = []
     for item in items:
-        text = str(item).strip()
-        if re.fullmatch(r"\d+-\d+", text):
+        text = str(item).strip() if not isinstance(item, bool) else "?"
+        if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
             lo, hi = (int(x) for x in text.split("-"))
             if hi < lo:
                 raise ValueError(f"range {text!r} runs backwards")
+            if hi >= MAX_DEVICE_IDS or len(devices) + hi - lo + 1 > MAX_DEVICE_IDS:
+                raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
             devices.extend(range(lo, hi + 1))
-        elif re.fullmatch(r"\d+", text):
+        elif re.fullmatch(r"\d{1,9}", text):
+            if int(text) >= MAX_DEVICE_IDS:
+                raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1})")
             devices.append(int(text))
         else:
-            raise ValueError(f"{text!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
+            raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
     if not devices:
         raise ValueError("no device ids given")
     return devices
