@@ -69,8 +69,14 @@ def where(source: str, field: str) -> str:
 
 def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
     """Read a YAML config file of spec fields; unknown keys are errors with suggestions."""
-    file = Path(path)
-    if not file.is_file():
+    from verl_deploy.names import NameProblem
+    from verl_deploy.names import path as valid_path
+
+    try:
+        file = Path(valid_path(os.fspath(path), "config file"))
+    except NameProblem as exc:
+        return {}, [error("config", str(exc), exc.fix)]
+    if not os.path.isfile(file):
         return {}, [error("config", f"config file {str(file)!r} does not exist",
                           "check the path, or create one with `verl-deploy init`")]
     try:
