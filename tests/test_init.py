@@ -340,6 +340,6 @@ def test_seed_scripts_are_thin_wrappers_that_work(tmp_path, npu_host):
     env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}")
     created = script("verl_docker_run.sh", "my/image:2", "c2", "--yes", env=env)
     assert created.returncode == 0, created.stderr
-    assert any(c.startswith("run -d --name c2") for c in log.read_text().splitlines())
+    assert any(c.startswith("run -d --name=c2") for c in log.read_text().splitlines())
     for name in SCRIPTS.iterdir():
         assert len(name.read_text().splitlines()) <= 10, f"{name.name} should only call verl-deploy"

@@ -181,7 +181,7 @@ def docker_state(tmp: Path, status: str | None) -> dict:
     return {"FAKE_DOCKER_STATE": str(state), "FAKE_DOCKER_LOG": str(tmp / "docker.calls")}
 
 
-@pytest.mark.parametrize("status, expected", [("running", []), ("exited", ["start verl-npu"]), (None, ["run -d --name verl-npu"])])
+@pytest.mark.parametrize("status, expected", [("running", []), ("exited", ["start -- verl-npu"]), (None, ["run -d --name=verl-npu"])])
 def test_docker_backend_reuses_starts_or_creates_then_copies_and_runs_inside(trainer, status, expected):
     tmp = trainer["host"]["tmp"]
     env = docker_state(tmp, status)
@@ -191,12 +191,12 @@ def test_docker_backend_reuses_starts_or_creates_then_copies_and_runs_inside(tra
     calls = (tmp / "docker.calls").read_text().splitlines()
     for prefix in expected:
         assert any(c.startswith(prefix) for c in calls), calls
-    for never in ("start verl-npu", "run -d"):
+    for never in ("start -- verl-npu", "run -d"):
         if not any(never.startswith(e) or e.startswith(never) for e in expected):
             assert not any(c.startswith(never) for c in calls), calls
     copy = next(c for c in calls if c.startswith("cp "))
     assert copy.endswith(f"verl-npu:{trainer['verl']}/verl-deploy-runs/{final['id']}/attempt-1")
-    run_inside = next(c for c in calls if c.startswith("exec verl-npu bash -c"))
+    run_inside = next(c for c in calls if c.startswith("exec -- verl-npu bash -c"))
     inside = run_inside.split("bash -c", 1)[1]
     assert "start_verl.sh" in inside and not re.search(r"\bdocker (cp|exec|run|start)\b", inside)  # no docker inside
     if status is None:

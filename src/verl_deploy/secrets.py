@@ -40,7 +40,7 @@ def load_swanlab_key() -> str | None:
 
 
 # The last four characters help tell two keys apart; on a short key they are most of the key.
-SHOW_TAIL_FROM = 16
+SHOW_TAIL_FROM = 12
 
 
 def mask_secret(key: str) -> str:

@@ -59,7 +59,7 @@ def _last_line(result: subprocess.CompletedProcess) -> str:
 
 
 def inspect(name: str) -> ContainerState:
-    result = docker(["inspect", name], timeout=30)
+    result = docker(["inspect", "--", name], timeout=30)
     if result.returncode != 0:
         if "No such object" in result.stderr or "No such container" in result.stderr:
             return ContainerState(name, exists=False)
@@ -84,7 +84,7 @@ def mounted_paths(spec: RunSpec) -> list[str]:
 
 def run_argv(spec: RunSpec, name: str, image: str, env_file: str | None = None, run_dir_mount: str | None = None) -> list[str]:
     """`docker run -d ...` for a new training container (no secret in it)."""
-    argv = ["run", "-d", "--name", name, "--net=host", "--ipc=host", "--label", "verl-deploy=1"]
+    argv = ["run", "-d", f"--name={name}", "--net=host", "--ipc=host", "--label", "verl-deploy=1"]
     if spec.device == "npu":
         for device in spec.devices:
             argv += ["--device", f"/dev/davinci{device}"]
@@ -100,7 +100,7 @@ def run_argv(spec: RunSpec, name: str, image: str, env_file: str | None = None, 
         argv += ["-v", run_dir_mount]
     if env_file:
         argv += ["--env-file", env_file]
-    return argv + [image, "sleep", "infinity"]
+    return argv + ["--", image, "sleep", "infinity"]  # "--": an image is never read as an option
 
 
 def proxy_env(spec: RunSpec) -> dict[str, str]:
@@ -113,7 +113,7 @@ def proxy_env(spec: RunSpec) -> dict[str, str]:
 
 
 def image_present(image: str) -> bool:
-    return docker(["image", "inspect", image], timeout=60).returncode == 0
+    return docker(["image", "inspect", "--", image], timeout=60).returncode == 0
 
 
 def ensure_container(spec: RunSpec, *, say: Callable[[str], None] = lambda text: None,
@@ -128,13 +128,13 @@ def ensure_container(spec: RunSpec, *, say: Callable[[str], None] = lambda text:
         return state
     if state.exists:
         say(f"starting stopped container {name}")
-        result = docker(["start", name])
+        result = docker(["start", "--", name])
         if result.returncode != 0:
             raise DockerError(f"docker start {name}: {_last_line(result)}")
         return inspect(name)
     if not image_present(spec.image):
         say(f"pulling {spec.image} (this can take a while)")
-        result = docker(["pull", spec.image], timeout=3600)
+        result = docker(["pull", "--", spec.image], timeout=3600)
         if result.returncode != 0:
             raise DockerError(f"docker pull {spec.image}: {_last_line(result)}")
     env = proxy_env(spec)
