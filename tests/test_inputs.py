@@ -216,6 +216,9 @@ def test_names_with_a_leading_dash_or_control_characters_are_refused(args, field
     (["--nnodes", "2"], {}, "master_addr"),
     (["--nnodes", "2", "--master-addr", "localhost"], {}, "master_addr"),
     (["--project-name", "a\nb"], {}, "project_name"),
+    (["--nodes", ""], {}, "nodes"),
+    (["--features", ""], {}, "features"),
+    (["--features", ",,"], {}, "features"),
 ])
 def test_values_that_used_to_pass_silently_are_refused(args, env, field):
     assert_refused(cli("plan", *args, env=env), field)

@@ -77,6 +77,9 @@ def parse_hosts(value: object) -> list[str]:
     if not isinstance(value, (str, list, tuple)) or (isinstance(value, (list, tuple))
                                                      and not all(isinstance(v, str) for v in value)):
         raise ValueError("expected host names: h1,h2, a list of names, or @hostfile")
+    if isinstance(value, str) and not value.strip():
+        raise names.NameProblem("no host given", "give the hosts head first: --nodes h1,h2 (or @hostfile), "
+                                "or leave --nodes out for one node")
     if isinstance(value, str) and value.startswith("@"):
         try:
             lines = open(value[1:], encoding="utf-8").read().splitlines()
@@ -293,6 +296,9 @@ class RunSpec(BaseModel):
     def _features_once(cls, value: list[str]) -> list[str]:
         wanted: dict[str, bool] = {}
         for item in value:
+            if not item.strip(" ,"):
+                raise names.NameProblem("no feature named", "name features, e.g. --features offload,-flash_attn, "
+                                        "or leave --features out for the defaults")
             for part in (p.strip() for p in item.split(",")):
                 name, on = (part[1:], False) if part.startswith("-") else (part.lstrip("+"), True)
                 if not name:
