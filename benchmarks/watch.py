@@ -4,7 +4,11 @@ Targets (issue 5): a failure line appended to a followed log is delivered as an 
 p50 <= 0.25 s; a whole 1 GiB synthetic verl log is scanned at >= 0.5x the speed of
 `grep -E` with the same patterns (C locale, grep's fastest); peak memory < 150 MB.
 
-Run: python benchmarks/watch.py [--size-mib 1024] [--dir /tmp]
+Failure-dense (issue 12): a log that is nothing but failure lines (every line of the failure
+fixtures, with fresh pids, ranks and sizes on each repeat) must cost little more per byte than a
+healthy one: printed as MiB/s and as the ratio to the healthy log of the same size.
+
+Run: python benchmarks/watch.py [--size-mib 1024] [--dense-mib 256] [--dir /tmp]
 """
 
 from __future__ import annotations
@@ -55,15 +59,17 @@ def grep_seconds(patterns: Path, log: Path, locale: str) -> tuple[float, int]:
     return time.perf_counter() - start, int(result.stdout.strip() or 0)
 
 
-def diagnose_run(log: Path) -> tuple[float, float, dict]:
-    """Wall seconds, peak MiB and the verdict of `verl-deploy diagnose LOG --json` as its own process."""
+def diagnose_run(log: Path) -> tuple[float, float, dict, float]:
+    """Wall seconds, peak MiB, the verdict and CPU seconds of `verl-deploy diagnose LOG --json` as its own process."""
     measure = ("import json, resource, subprocess, sys, time; t = time.perf_counter(); "
                "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
                "print(json.dumps({'s': time.perf_counter() - t, 'out': r.stdout, "
-               "'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))")
+               "'kib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "
+               "'cpu': resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime "
+               "+ resource.getrusage(resource.RUSAGE_CHILDREN).ru_stime}))")
     report = json.loads(subprocess.run([sys.executable, "-c", measure, *VERL, "diagnose", str(log), "--json"],
                                        capture_output=True, text=True).stdout)
-    return report["s"], report["kib"] / 1024, json.loads(report["out"])
+    return report["s"], report["kib"] / 1024, json.loads(report["out"]), report["cpu"]
 
 
 def throughput(size_mib: int, workdir: Path) -> None:
@@ -91,6 +97,43 @@ def throughput(size_mib: int, workdir: Path) -> None:
     print(f"throughput vs grep (C locale): {ratio:.2f}x   target >= 0.5x   {'ok' if ratio >= 0.5 else 'UNDER TARGET'}")
     print(f"peak memory: {peak:.0f} MiB   target < 150 MB   {'ok' if peak * 1.048576 < 150 else 'OVER TARGET'}")
     log.unlink()
+
+
+def write_dense_log(path: Path, size: int) -> int:
+    """Only failure lines: every fixture line a signature matches, numbers varied on each repeat."""
+    import random
+
+    from verl_deploy.watch.signatures import load_table
+
+    table = load_table()
+    lines = [line for fixture in sorted((ROOT / "tests" / "fixtures" / "failures").glob("S-*.log"))
+             for line in fixture.read_text(errors="replace").splitlines() if table.failures_in(line)]
+    rng = random.Random(12)
+    written = 0
+    with open(path, "w", encoding="utf-8") as handle:
+        while written < size:
+            chunk = "\n".join(re.sub(r"pid=\d+", f"pid={rng.randrange(1000, 99999)}", line) for line in lines) + "\n"
+            handle.write(chunk)
+            written += len(chunk.encode())
+    return len(lines)
+
+
+def dense(size_mib: int, workdir: Path) -> None:
+    healthy, failing = workdir / "healthy.log", workdir / "dense.log"
+    write_big_log(healthy, size_mib << 20)
+    kinds = write_dense_log(failing, size_mib << 20)
+    results = {}
+    for name, log in (("healthy", healthy), ("failure-dense", failing)):
+        runs = [diagnose_run(log) for _ in range(3)]
+        seconds = sorted(r[0] for r in runs)[1]
+        cpu = sorted(r[3] for r in runs)[1]  # CPU time: steadier than wall time on a shared machine
+        mib = log.stat().st_size / (1 << 20)
+        results[name] = cpu / mib
+        print(f"{name:14s} {mib:5.0f} MiB  median wall {seconds:6.2f} s  cpu {cpu:6.2f} s  {mib / cpu:6.1f} MiB/cpu-s  "
+              f"peak {max(r[1] for r in runs):4.0f} MiB  verdict {runs[0][2]['class']}")
+        log.unlink()
+    print(f"failure-dense costs {results['failure-dense'] / results['healthy']:.0f}x healthy CPU per MiB "
+          f"({kinds} distinct failure lines repeated)")
 
 
 def latency(workdir: Path) -> None:
@@ -137,11 +180,15 @@ def latency(workdir: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--dense-mib", type=int, default=256, help="size of the healthy and failure-dense logs")
+    parser.add_argument("--only-dense", action="store_true", help="only the failure-dense comparison")
     parser.add_argument("--dir", default=tempfile.gettempdir())
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="verl-deploy-watch-") as tmp:
-        latency(Path(tmp))
-        throughput(args.size_mib, Path(tmp))
+        if not args.only_dense:
+            latency(Path(tmp))
+            throughput(args.size_mib, Path(tmp))
+        dense(args.dense_mib, Path(tmp))
 
 
 if __name__ == "__main__":

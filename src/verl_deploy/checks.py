@@ -50,7 +50,7 @@ def _int_field(data: dict, *names: str) -> int | None:
 def read_model_facts(model_path: str) -> Facts:
     """Read the model's shape from its config.json when the directory is readable here."""
     config = Path(model_path) / "config.json"
-    if not config.is_file():
+    if not os.path.isfile(config):
         return Facts()
     try:
         data = json.loads(config.read_text(encoding="utf-8")[:4_000_000])
@@ -90,7 +90,8 @@ def _data_parallel(spec: RunSpec) -> int:
 
 def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
-    duplicates = sorted({d for d in spec.devices if spec.devices.count(d) > 1})
+    seen: set[int] = set()
+    duplicates = sorted({d for d in spec.devices if d in seen or seen.add(d)})
     if duplicates:
         found.append(error("devices", f"device ids repeat: {duplicates}", "list each device id once"))
     limit = MAX_DEVICES_PER_NODE[spec.device]
@@ -98,6 +99,22 @@ def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
         found.append(error("devices", f"device id {max(spec.devices)} is out of range (a node has at most {limit})",
                            f"use ids 0-{limit - 1}"))
     return found
+
+
+def check_head_address(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """Workers join the head at master_addr: a loopback address would have each wait on itself."""
+    import ipaddress
+
+    if spec.nnodes <= 1:
+        return []
+    try:
+        loopback = ipaddress.ip_address(spec.master_addr).is_loopback
+    except ValueError:
+        loopback = spec.master_addr.lower() in ("localhost", "localhost.localdomain")
+    if loopback:
+        return [error("master_addr", f"{spec.nnodes} nodes, but the Ray head address is {spec.master_addr}: every "
+                      "worker would wait for a head on itself", "pass --master-addr HEAD_IP (or --nodes HEAD,NODE2,...)")]
+    return []
 
 
 def check_trainer_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
@@ -259,6 +276,7 @@ def check_paths(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
     check_devices,
+    check_head_address,
     check_trainer_layout,
     check_rollout_layout,
     check_one_step_off_split,

@@ -13,7 +13,7 @@ from typing import Any
 
 from verl_deploy import features as feature_registry
 from verl_deploy.devices import PLATFORMS, Platform
-from verl_deploy.hydra_text import format_value
+from verl_deploy.hydra_text import format_value, parse_override
 from verl_deploy.profiles import Profile
 from verl_deploy.spec import RunSpec
 
@@ -71,6 +71,8 @@ class Override:
 
     def text(self) -> str:
         """The override as Hydra reads it (what verl receives as one argv item)."""
+        if self.prefix == "~" and self.raw is None:
+            return f"~{self.key}"  # Hydra's delete without a value
         value = self.raw if self.raw is not None else format_value(self.value)
         return f"{self.prefix}{self.key}={value}"
 
@@ -197,15 +199,10 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
     return knobs
 
 
-def split_user_override(text: str) -> tuple[str, str, str]:
-    """`++a.b=c` -> ("++", "a.b", "c"). Grammar is checked later against Hydra itself."""
-    prefix = ""
-    for candidate in ("++", "+", "~"):
-        if text.startswith(candidate):
-            prefix, text = candidate, text[len(candidate):]
-            break
-    key, sep, value = text.partition("=")
-    return prefix, key.strip(), value if sep else ""
+def split_user_override(text: str) -> tuple[str, str, str | None]:
+    """`++a.b=c` -> ("++", "a.b", "c"); `~a.b` -> ("~", "a.b", None). Parsed by Hydra's own parser."""
+    parsed = parse_override(text)
+    return parsed.prefix, parsed.key, parsed.value
 
 
 def compile_plan(spec: RunSpec, profile: Profile) -> Plan:

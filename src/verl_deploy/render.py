@@ -7,10 +7,13 @@ The same plan always gives byte-identical files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from verl_deploy import __version__
 from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
+from verl_deploy.secrets import mask_secret
 
 SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env")
 SECRET_FILE = "swanlab.env"
@@ -100,7 +104,7 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
     spec = plan.spec
     values = spec.model_dump(mode="json")
     if spec.swanlab_api_key is not None:
-        values["swanlab_api_key"] = "****" + spec.swanlab_api_key.get_secret_value()[-4:]
+        values["swanlab_api_key"] = mask_secret(spec.swanlab_api_key.get_secret_value())
     return {
         "tool": {"name": "verl-deploy", "version": __version__},
         "verl": {"version": spec.verl_version, "profile": plan.profile.name, "checked_against": checked_against},
@@ -132,40 +136,126 @@ def existing_outputs(directory: Path) -> list[str]:
     return [name for name in SCRIPT_NAMES if (directory / name).exists()]
 
 
+LOCK_WAIT_SECONDS = 30.0
+
+
 def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool) -> Written | Finding:
-    """Write the scripts, plan.json and (if there is a key) swanlab.env; refuse to overwrite without force."""
+    """Write the scripts, plan.json and (if there is a key) swanlab.env as one set, or nothing.
+
+    Under an exclusive lock on the parent directory (two `generate` into one directory take turns:
+    the second sees the first's files and needs --force), every file is written and synced into a
+    staging directory on the same file system first, so a full disk fails before anything is
+    touched. A new directory is then the staging directory renamed; an existing one gets the files
+    renamed in, and any failure puts the old files back. plan.json is 0600 like swanlab.env: it
+    holds the whole spec, proxy URLs (which may carry a password) included; the scripts are 0755.
+    """
     files = render_scripts(plan)
     files["plan.json"] = json.dumps(document, indent=2, sort_keys=False) + "\n"
     secret = plan.spec.swanlab_api_key
     if plan.spec.swanlab_on and secret is not None:
         files[SECRET_FILE] = "SWANLAB_API_KEY=" + _sh(secret.get_secret_value()) + "\n"
-    if directory.exists() and not directory.is_dir():
-        return error("output_dir", f"{directory} exists and is not a directory", "choose another --output-dir")
-    present = existing_outputs(directory) if directory.is_dir() else []
-    if present and not force:
-        return error("output_dir", f"{directory} already has {', '.join(present)}",
-                     "pass --force to overwrite, or choose another --output-dir")
+    directory = Path(os.path.abspath(directory))
+    fix = "choose a writable --output-dir with free space (nothing was changed)"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, content in files.items():
-            mode = 0o600 if name == SECRET_FILE else (0o755 if name.endswith(".sh") else 0o644)
-            _write_atomic(directory / name, content, mode)
-        if SECRET_FILE not in files and (directory / SECRET_FILE).exists():
-            (directory / SECRET_FILE).unlink()  # a stale key must not outlive --swanlab no
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            return error("output_dir", f"{directory} exists and is not a directory", "choose another --output-dir")
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(directory.parent) as locked:
+            if not locked:
+                return error("output_dir", f"another verl-deploy is writing to {directory.parent} (waited "
+                             f"{LOCK_WAIT_SECONDS:g} s)", "wait until it has finished, or choose another --output-dir")
+            present = existing_outputs(directory) if directory.is_dir() else []
+            if present and not force:
+                return error("output_dir", f"{directory} already has {', '.join(present)}",
+                             "pass --force to overwrite, or choose another --output-dir")
+            _write_set(directory, files)
     except OSError as exc:
-        return error("output_dir", f"cannot write to {directory}: {exc.strerror or exc}",
-                     "choose a writable --output-dir")
+        return error("output_dir", f"cannot write to {directory}: {exc.strerror or exc}", fix)
     return Written(directory, sorted(files))
 
 
-def _write_atomic(path: Path, content: str, mode: int) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def _mode(name: str) -> int:
+    return 0o755 if name.endswith(".sh") else 0o600
+
+
+@contextlib.contextmanager
+def _locked(parent: Path):
+    """An exclusive flock on the parent directory itself (no lock file left behind), waited for a while."""
+    import fcntl
+
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.05)
+        yield True
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write_set(directory: Path, files: dict[str, str]) -> None:
+    exists = directory.is_dir()
+    staging = Path(tempfile.mkdtemp(dir=directory if exists else directory.parent, prefix=".verl-deploy-staging-"))
+    try:
+        for name, content in files.items():
+            fd = os.open(staging / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode(name))
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(staging / name, _mode(name))
+        if not exists:
+            os.chmod(staging, 0o755 & ~_umask())
+            os.rename(staging, directory)  # the whole set appears at once
+            _fsync_dir(directory.parent)
+            return
+        _swap_in(directory, staging, files)
+        _fsync_dir(directory)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(directory: Path, staging: Path, files: dict[str, str]) -> None:
+    """Rename the staged files over the old ones; on any failure restore every old file."""
+    backup = staging / ".old"
+    backup.mkdir()
+    done: list[str] = []
+    try:
+        for name in SCRIPT_NAMES:
+            target = directory / name
+            if os.path.lexists(target):
+                os.link(target, backup / name, follow_symlinks=False)
+            if name in files:
+                os.replace(staging / name, target)
+            elif os.path.lexists(target):
+                os.unlink(target)  # a stale swanlab.env must not outlive --swanlab no (kept in backup)
+            done.append(name)
+    except OSError:
+        for name in done:
+            if os.path.lexists(backup / name):
+                os.replace(backup / name, directory / name)
+            elif os.path.lexists(directory / name):
+                os.unlink(directory / name)
         raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

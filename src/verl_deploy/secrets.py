@@ -37,3 +37,12 @@ def load_swanlab_key() -> str | None:
     except OSError:
         return None
     return key or None
+
+
+# The last four characters help tell two keys apart; on a short key they are most of the key.
+SHOW_TAIL_FROM = 12
+
+
+def mask_secret(key: str) -> str:
+    """`****` plus the last four characters, only when the key is long enough that they give little away."""
+    return "****" + key[-4:] if len(key) >= SHOW_TAIL_FROM else "****"

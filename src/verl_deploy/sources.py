@@ -46,10 +46,11 @@ ENV_VARS: dict[str, str] = {
     "https_proxy": "https_proxy",
 }
 TRUTHY = {"1", "true", "yes", "on", "y"}
+FALSY = {"0", "false", "no", "off", "n"}
 
 
 def _flag_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
+    return "--override" if field == "overrides" else "--" + field.replace("_", "-")
 
 
 def where(source: str, field: str) -> str:
@@ -68,8 +69,14 @@ def where(source: str, field: str) -> str:
 
 def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
     """Read a YAML config file of spec fields; unknown keys are errors with suggestions."""
-    file = Path(path)
-    if not file.is_file():
+    from verl_deploy.names import NameProblem
+    from verl_deploy.names import path as valid_path
+
+    try:
+        file = Path(valid_path(os.fspath(path), "config file"))
+    except NameProblem as exc:
+        return {}, [error("config", str(exc), exc.fix)]
+    if not os.path.isfile(file):
         return {}, [error("config", f"config file {str(file)!r} does not exist",
                           "check the path, or create one with `verl-deploy init`")]
     try:
@@ -149,6 +156,10 @@ def resolve(
         layer({"swanlab_api_key": stored_key}, "secret file")
     env_values, env_sources = env_layer(environ)
     layer(env_values, env_sources)
+    offload = environ.get("ENABLE_OFFLOAD", "").strip().lower()
+    if offload and offload not in TRUTHY | FALSY:
+        findings.append(error("features", f"ENABLE_OFFLOAD={environ['ENABLE_OFFLOAD'][:40]!r} is neither on nor off",
+                              "set ENABLE_OFFLOAD=1 to add offload, 0 (or unset it) to leave it to the features"))
     layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {_flag_name(k)}" for k in (flags or {})})
     layer(answers or {}, "answer")
     if findings:
@@ -159,7 +170,7 @@ def resolve(
         try:
             hosts = parse_hosts(nodes)
         except ValueError as exc:
-            raise UserError([error("nodes", str(exc), "give --nodes h1,h2 or --nodes @hostfile")]) from None
+            raise UserError([error("nodes", str(exc), getattr(exc, "fix", "give --nodes h1,h2 or --nodes @hostfile"))]) from None
         if "nnodes" not in values:
             values["nnodes"], sources["nnodes"] = len(hosts), "derived"
         if "master_addr" not in values and hosts:
@@ -187,4 +198,12 @@ def _finding_from_pydantic(err: Mapping[str, Any], sources: Mapping[str, str]) -
     if err.get("type") == "extra_forbidden":
         close = difflib.get_close_matches(field, field_names(), n=3)
         return error(field, "unknown field", f"did you mean {', '.join(close)}?" if close else "remove it")
-    return error(field, f"{message}{shown}", where(source, field))
+    cause = (err.get("ctx") or {}).get("error")
+    fix = getattr(cause, "fix", None)  # a validator's own fix (e.g. Hydra syntax) says more than where
+    if fix:
+        shown = f" (from {source})"
+    elif isinstance(got, str) and len(got) > 80:
+        shown = f" (got {got[:77] + '...'!r} from {source})"
+    elif not isinstance(got, (str, int, float, bool)) and got is not None and err.get("type") != "extra_forbidden":
+        shown = f" (got {str(got)[:77]!r} from {source})"
+    return error(field, f"{message}{shown}", f"{fix}; {where(source, field)}" if fix else where(source, field))

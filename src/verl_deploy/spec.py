@@ -13,6 +13,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from verl_deploy import names
+
 Mode = Literal["dapo", "one-step-off"]
 Framework = Literal["megatron", "fsdp"]
 Device = Literal["npu", "gpu"]
@@ -21,28 +23,48 @@ DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0
 DEFAULT_VERL_VERSION = "0.7.0"
 
 
+# No node has more accelerators than this; a bound checked before a range is expanded, so
+# `--devices 0-99999999` is one error line instead of gigabytes of ids.
+MAX_DEVICE_IDS = 64
+
+
+def _too_many(count: int) -> ValueError:
+    return ValueError(f"{count} device ids, but a node has at most {MAX_DEVICE_IDS} "
+                      f"(give the ids of one node, e.g. 0-7; --nnodes counts the nodes)")
+
+
 def parse_devices(value: object) -> list[int]:
-    """Accept "0,1,2", "0-3", [0, 1] or 8 (meaning 0..7)."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    """Accept "0,1,2", "0-3", [0, 1] or 8 (meaning 0..7); at most MAX_DEVICE_IDS ids, each below it."""
+    if isinstance(value, bool) or value is None or isinstance(value, (float, dict)):
+        raise ValueError("expected device ids like 0,1,2,3, a range 0-7 or a count 8")
+    if isinstance(value, int):
         if value < 1:
             raise ValueError("a device count must be at least 1")
+        if value > MAX_DEVICE_IDS:
+            raise _too_many(value)
         return list(range(value))
     if isinstance(value, (list, tuple)):
         items: list[object] = list(value)
     else:
-        items = [p for p in re.split(r"[,\s]+", str(value).strip()) if p]
+        items = [p for p in re.split(r"[,\s]+", str(value)[:10_000].strip()) if p]
+    if len(items) > MAX_DEVICE_IDS:
+        raise _too_many(len(items))
     devices: list[int] = []
     for item in items:
-        text = str(item).strip()
-        if re.fullmatch(r"\d+-\d+", text):
+        text = str(item).strip() if not isinstance(item, bool) else "?"
+        if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
             lo, hi = (int(x) for x in text.split("-"))
             if hi < lo:
                 raise ValueError(f"range {text!r} runs backwards")
+            if hi >= MAX_DEVICE_IDS or len(devices) + hi - lo + 1 > MAX_DEVICE_IDS:
+                raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
             devices.extend(range(lo, hi + 1))
-        elif re.fullmatch(r"\d+", text):
+        elif re.fullmatch(r"\d{1,9}", text):
+            if int(text) >= MAX_DEVICE_IDS:
+                raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1})")
             devices.append(int(text))
         else:
-            raise ValueError(f"{text!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
+            raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
     if not devices:
         raise ValueError("no device ids given")
     return devices
@@ -52,6 +74,12 @@ def parse_hosts(value: object) -> list[str]:
     """"h1,h2", a list, or "@hostfile" (one host per line, # comments): the head first."""
     if value is None:
         return []
+    if not isinstance(value, (str, list, tuple)) or (isinstance(value, (list, tuple))
+                                                     and not all(isinstance(v, str) for v in value)):
+        raise ValueError("expected host names: h1,h2, a list of names, or @hostfile")
+    if isinstance(value, str) and not value.strip():
+        raise names.NameProblem("no host given", "give the hosts head first: --nodes h1,h2 (or @hostfile), "
+                                "or leave --nodes out for one node")
     if isinstance(value, str) and value.startswith("@"):
         try:
             lines = open(value[1:], encoding="utf-8").read().splitlines()
@@ -60,10 +88,11 @@ def parse_hosts(value: object) -> list[str]:
         items: list = [line.split("#", 1)[0] for line in lines]
     else:
         items = value.split(",") if isinstance(value, str) else list(value)
-    hosts = [str(v).strip() for v in items if str(v).strip()]
+    if len(items) > 1024:
+        raise ValueError(f"{len(items)} hosts; at most 1024")
+    hosts = [str(v).strip(" ") for v in items if str(v).strip()]
     for host in hosts:
-        if not re.fullmatch(r"[A-Za-z0-9._:@\[\]-]+", host):
-            raise ValueError(f"{host!r} is not a host name or address")
+        names.ssh_destination(host)
     return hosts
 
 
@@ -202,12 +231,28 @@ class RunSpec(BaseModel):
             return []
         if isinstance(value, str):
             return [value]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"expected a list of names or a comma-separated string, got a {type(value).__name__}")
+        if len(value) > 1000:
+            raise ValueError(f"{len(value)} entries; at most 1000")
+        for item in value:
+            if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                raise ValueError(f"entries must be text, got a {type(item).__name__}: {str(item)[:40]!r}")
         return [str(v) for v in value]
 
     @field_validator("mounts", mode="before")
     @classmethod
     def _mounts(cls, value: object) -> list[str]:
         return [parse_mount(item) for item in cls._string_list(value)]
+
+    @field_validator("overrides")
+    @classmethod
+    def _hydra_overrides(cls, value: list[str]) -> list[str]:
+        from verl_deploy.hydra_text import parse_override
+
+        for text in value:
+            parse_override(text)  # Hydra's own grammar; OverrideSyntaxError says how to fix it
+        return value
 
     @field_validator("verl_version")
     @classmethod
@@ -217,14 +262,87 @@ class RunSpec(BaseModel):
             raise ValueError(f"{value!r} is not a version like 0.7.0")
         return value
 
-    @field_validator("model_path", "train_file", "test_file", "ckpts_dir", "run_dir", "swanlab_log_dir",
-                     "project_name", "experiment_name", "prompt_key")
+    @field_validator("model_path", "train_file", "test_file", "ckpts_dir", "run_dir", "swanlab_log_dir", "verl_dir")
     @classmethod
-    def _no_control_chars(cls, value: Optional[str]) -> Optional[str]:
-        if value is not None and re.search(r"[\x00-\x1f\x7f]", value):
-            raise ValueError("contains a control character (newline, tab, ...)")
+    def _path(cls, value: Optional[str], info) -> Optional[str]:
+        return None if value is None else names.path(value, info.field_name.replace("_", " "))
+
+    @field_validator("project_name", "experiment_name", "prompt_key", "swanlab_workspace", "filter_groups_metric")
+    @classmethod
+    def _label(cls, value: Optional[str], info) -> Optional[str]:
+        return None if value is None else names.label(value, info.field_name.replace("_", " "))
+
+    @field_validator("container")
+    @classmethod
+    def _container(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else names.container_name(value)
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, value: str) -> str:
+        return names.image_reference(value)
+
+    @field_validator("master_addr")
+    @classmethod
+    def _master_addr(cls, value: str) -> str:
+        return names.host_name(value, "master address")
+
+    @field_validator("socket_ifname")
+    @classmethod
+    def _ifname(cls, value: Optional[str]) -> Optional[str]:
+        return None if value is None else names.interface_names(value)
+
+    @field_validator("swanlab_host", "http_proxy", "https_proxy")
+    @classmethod
+    def _url(cls, value: Optional[str], info) -> Optional[str]:
+        return None if value is None else names.url(value, info.field_name.replace("_", " "))
+
+    @field_validator("mask")
+    @classmethod
+    def _mask(cls, value: Optional[str]) -> Optional[str]:
         if value is not None and not value.strip():
-            raise ValueError("is empty")
+            raise names.NameProblem("the mask is empty", "give 7 characters of 0/1, e.g. --mask 1100000, "
+                                    "or leave --mask out for the default features")
+        return value
+
+    @field_validator("swanlab_api_key")
+    @classmethod
+    def _key(cls, value: Optional[SecretStr]) -> Optional[SecretStr]:
+        if value is None:
+            return None
+        key = value.get_secret_value()
+        if not key.strip():
+            raise names.NameProblem("the SwanLab API key is empty", "give the key from your SwanLab settings "
+                                    "page in SWANLAB_API_KEY, or turn SwanLab off with --swanlab no")
+        if re.search(r"[\s\x00-\x1f\x7f]", key) or len(key) > 1024:
+            raise names.NameProblem("the SwanLab API key contains spaces or control characters (or is over 1024 "
+                                    "characters)", "copy the key again, without surrounding spaces or a newline")
+        return value
+
+    @field_validator("features")
+    @classmethod
+    def _features_once(cls, value: list[str]) -> list[str]:
+        wanted: dict[str, bool] = {}
+        for item in value:
+            if not item.strip(" ,"):
+                raise names.NameProblem("no feature named", "name features, e.g. --features offload,-flash_attn, "
+                                        "or leave --features out for the defaults")
+            for part in (p.strip() for p in item.split(",")):
+                name, on = (part[1:], False) if part.startswith("-") else (part.lstrip("+"), True)
+                if not name:
+                    continue
+                if wanted.get(name, on) != on:
+                    raise names.NameProblem(f"feature {name} is both turned on and off",
+                                            f"name {name} once: {name} to turn it on, -{name} to turn it off")
+                wanted[name] = on
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _bounded(cls, value: object, info) -> object:
+        """Every text is bounded before any other check reads it."""
+        if isinstance(value, str) and len(value) > 2 * names.PATH_MAX and info.field_name != "overrides":
+            raise names.NameProblem(f"{len(value)} characters; at most {2 * names.PATH_MAX}", "shorten the value")
         return value
 
     # derived values: computed, never stored twice

@@ -38,7 +38,7 @@ def _argv(spec: RunSpec, argv: list[str], *, stdin: bool = False, env_names: tup
     flags = ["-i"] if stdin else []
     for name in env_names:
         flags += ["-e", name]  # the value comes from our environment, not from argv
-    return ["docker", "exec", *flags, spec.container, *argv]
+    return ["docker", "exec", *flags, "--", spec.container, *argv]
 
 
 def _tail(result: Result) -> str:

@@ -28,15 +28,15 @@ class DockerBackend(DetachedProcess):
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
         remote = f"{self.remote_base}/{attempt_dir.parent.name}/{attempt_dir.name}"
-        made = docker(["exec", self.container, "mkdir", "-p", "--", remote], timeout=60)
+        made = docker(["exec", "--", self.container, "mkdir", "-p", "--", remote], timeout=60)
         if made.returncode != 0:
             raise DockerError(f"docker exec {self.container} mkdir: {made.stderr.strip()[-200:]}")
-        copied = docker(["cp", f"{scripts_dir}/.", f"{self.container}:{remote}"], timeout=120)
+        copied = docker(["cp", "--", f"{scripts_dir}/.", f"{self.container}:{remote}"], timeout=120)
         if copied.returncode != 0:
             raise DockerError(f"docker cp into {self.container}: {copied.stderr.strip()[-200:]}")
         inner = f"cd {remote} && exec setsid -w bash -c 'echo $$ > {remote}/pid; exec bash start_verl.sh'"
         reuse = ["-e", "VERL_DEPLOY_REUSE_RAY=1"] if self.reuse_ray else []
-        handle = start_detached(["docker", "exec", *reuse, self.container, "bash", "-c", inner], attempt_dir)
+        handle = start_detached(["docker", "exec", *reuse, "--", self.container, "bash", "-c", inner], attempt_dir)
         handle.update(container=self.container, remote=remote)
         return handle
 
@@ -44,7 +44,7 @@ class DockerBackend(DetachedProcess):
         remote = handle.get("remote")
         if remote:
             # bash, not sh: dash (Ubuntu's and Debian's sh) refuses `kill -- -PGID` ("Illegal number: -")
-            subprocess.run(["docker", "exec", self.container, "bash", "-c",
+            subprocess.run(["docker", "exec", "--", self.container, "bash", "-c",
                             f"kill -TERM -- -$(cat {remote}/pid) 2>/dev/null; sleep 2; "
                             f"kill -KILL -- -$(cat {remote}/pid) 2>/dev/null; true"],
                            capture_output=True, timeout=60, check=False)

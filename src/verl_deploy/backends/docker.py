@@ -192,7 +192,7 @@ def run_argv(spec: RunSpec, name: str, image: str, env_file: str | None = None, 
         argv += ["-v", run_dir_mount]
     if env_file:
         argv += [f"--env-file={env_file}"]
-    return argv + ["--", image, "sleep", "infinity"]
+    return argv + ["--", image, "sleep", "infinity"]  # "--": an image is never read as an option
 
 
 def proxy_env(spec: RunSpec) -> dict[str, str]:

@@ -40,7 +40,7 @@ class Reply:
 
 def ssh(host: str, command: str, timeout: float = 120) -> Reply:
     try:
-        done = subprocess.run(["ssh", *ssh_options(), host, command], capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run(["ssh", *ssh_options(), "--", host, command], capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return Reply(False, "", f"no answer within {timeout:g} s")
@@ -84,21 +84,21 @@ def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
     temp_dir = f"/tmp/vdr-{secrets.token_hex(4)}"  # the worker's Ray is found (and stopped) by this, alone
     env = f"VERL_DEPLOY_ROLE=worker VERL_DEPLOY_RAY_TEMP_DIR={temp_dir} RAY_START_ARGS={shlex.quote(extra)}"
     for host in spec.nodes[1:]:
-        made = ssh(host, f"mkdir -p {quoted}")
+        made = ssh(host, f"mkdir -p -- {quoted}")
         if not made.ok:
             raise NodeError(f"{host}: cannot create {scripts_dir}: {made.err}")
-        copied = subprocess.run(["scp", "-q", *ssh_options(), "-r", f"{scripts_dir}/.", f"{host}:{scripts_dir}/"],
+        copied = subprocess.run(["scp", "-q", *ssh_options(), "-r", "--", f"{scripts_dir}/.", f"{host}:{scripts_dir}/"],
                                 capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
         if copied.returncode != 0:
             raise NodeError(f"{host}: copying the scripts failed: {copied.stderr.strip()[-200:]}")
         if spec.container:
             name = shlex.quote(spec.container)
-            command = (f"docker cp {quoted} {name}:{quoted} && docker exec -d "
+            command = (f"docker cp -- {quoted} {name}:{quoted} && docker exec -d "
                        f"-e VERL_DEPLOY_ROLE=worker -e VERL_DEPLOY_RAY_TEMP_DIR={temp_dir} "
-                       f"-e RAY_START_ARGS={shlex.quote(extra)} {name} "
+                       f"-e RAY_START_ARGS={shlex.quote(extra)} -- {name} "
                        f"bash {quoted}/start_verl.sh && echo container")
         else:
-            command = (f"cd {quoted} && {{ nohup env {env} bash start_verl.sh > worker.log 2>&1 < /dev/null & "
+            command = (f"cd -- {quoted} && {{ nohup env {env} bash start_verl.sh > worker.log 2>&1 < /dev/null & "
                        f"echo $!; }}")
         started = ssh(host, command)
         if not started.ok:

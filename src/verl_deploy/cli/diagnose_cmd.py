@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -92,18 +93,27 @@ def diagnose_command(
     from verl_deploy.watch.reader import scan_to_end
     from verl_deploy.watch.scan import LogScanner
 
+    from verl_deploy.cli.output import print_findings
+    from verl_deploy.names import NameProblem
+    from verl_deploy.names import path as valid_path
+
+    if idle_exit is not None and not idle_exit >= 0:  # also NaN
+        print_findings([error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
+                              "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)")])
+        raise typer.Exit(code=2)
     if logfile == "-":
         reader, source = StreamReader(sys.stdin.buffer), "<stdin>"
     else:
-        path = Path(logfile).expanduser()
         problem = None
-        if not path.exists() and not follow:
-            problem = f"{path} does not exist"
-        elif path.is_dir():
-            problem = f"{path} is a directory"
+        try:
+            path = Path(valid_path(logfile, "log file")).expanduser()
+            if not os.path.exists(path) and not follow:
+                problem = f"{path} does not exist"
+            elif os.path.isdir(path):
+                problem = f"{path} is a directory"
+        except NameProblem as exc:
+            problem = str(exc)
         if problem:
-            from verl_deploy.cli.output import print_findings
-
             print_findings([error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input")])
             raise typer.Exit(code=2)
         reader, source = LogFollower(path), str(path)

@@ -38,7 +38,7 @@ The SwanLab API key goes to swanlab.env (mode 0600) beside the scripts, never in
 @spec_options
 @scheduler_options
 def generate_command(
-    output_dir: Path = typer.Option(Path("verl_scripts"), "--output-dir", help="Where to write the scripts."),
+    output_dir: str = typer.Option("verl_scripts", "--output-dir", help="Where to write the scripts."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing scripts."),
     json_output: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
     print_commands: bool = typer.Option(False, "--print-commands",
@@ -50,14 +50,20 @@ def generate_command(
     from verl_deploy.cli.output import console, fail, print_findings, print_json
     from verl_deploy.cli.run_common import prepare_from_options
     from verl_deploy.findings import Finding, error
+    from verl_deploy.names import NameProblem
+    from verl_deploy.names import path as valid_path
     from verl_deploy.render import plan_document, write_outputs
 
+    try:
+        valid_path(output_dir, "output directory")
+    except NameProblem as exc:
+        raise fail([error("output_dir", str(exc), exc.fix)], as_json=json_output) from None
     prepared = prepare_from_options(options, as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
     extra = scheduler_file(prepared.plan, scheduler, options, output_dir, force, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
-    written = write_outputs(prepared.plan, output_dir, document, force=force)
+    written = write_outputs(prepared.plan, Path(output_dir), document, force=force)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)
     if extra:

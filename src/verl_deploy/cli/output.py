@@ -33,7 +33,7 @@ def print_findings(findings: Iterable[Finding], *, stderr: bool = True) -> None:
         text = f"[{style}]{finding.level}[/]: [bold]{escape(finding.field)}[/]: {escape(finding.message)}"
         if finding.fix:
             text += f" [dim]— fix:[/] {escape(finding.fix)}"
-        out.print(text, overflow="fold")
+        out.print(text, soft_wrap=True)  # one finding, one line: the terminal wraps it, never Rich
 
 
 def fail(findings: list[Finding], *, as_json: bool = False) -> "typer.Exit":

@@ -290,6 +290,14 @@ def _find(run_id: Optional[str], as_json: bool = False) -> str:
     from verl_deploy.runs.record import find_run
 
     found = find_run(run_id)
+    if found is None and run_id:
+        from verl_deploy.runs.record import list_runs
+
+        matches = [i for i in list_runs() if i.startswith(run_id)]
+        if len(matches) > 1:
+            shown = ", ".join(matches[:5]) + (f" and {len(matches) - 5} more" if len(matches) > 5 else "")
+            raise fail([error("run", f"{run_id!r} matches {len(matches)} runs: {shown}",
+                              "give more of the run id")], as_json=as_json)
     if found is None:
         raise fail([error("run", f"no run {run_id!r}" if run_id else "no runs yet",
                           "see `verl-deploy runs`" if run_id else "start one with `verl-deploy launch`")],
@@ -400,9 +408,9 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
         failure = f" ({attempt.failure['class']})" if attempt.failure and attempt.failure.get("class") else ""
         out.print(f"attempt {attempt.n}{added}: {escape(attempt.reason)}{result}{failure}")
     if record.failure:
+        out.print(f"[bold red]failure[/]: {escape(_failure_text(record))}")
         cause, decision = record.failure.get("cause"), record.failure.get("decision")
-        out.print(f"[bold red]failure[/]: {escape(str(record.failure.get('class')))} — {escape(str(cause or decision))}")
-        if cause and decision:
+        if cause and decision and decision != cause:
             out.print(f"decision: {escape(str(decision))}")
         if record.failure.get("fix"):
             out.print(f"fix: {escape(record.failure['fix'])}")
@@ -425,6 +433,27 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     out.print(f"  {prefix}{tool};  {prefix}ray status")
 
 
+def _failure_text(record) -> str:
+    """The failure in one line; a trainer killed without a known failure line says so instead of `None`."""
+    import signal
+
+    failure = record.failure or {}
+    kind = failure.get("class")
+    why = failure.get("cause") or failure.get("decision")
+    code = record.current.exit_code if record.current else None
+    if not kind:
+        if isinstance(code, int) and (code < 0 or code > 128):
+            number = -code if code < 0 else code - 128
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            kind = f"killed by {name}"
+        else:
+            kind = "no known failure in the log" + (f" (exit {code})" if code is not None else "")
+    return f"{kind} — {why}" if why else f"{kind} — see `verl-deploy logs {record.id} --errors`"
+
+
 @app.command("logs")
 def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (default: newest)."),
                  follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
@@ -438,11 +467,20 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
     from verl_deploy.watch.follow import LogFollower
     from verl_deploy.watch.signatures import load_table
 
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import error
+
+    if attempt_n is not None and attempt_n < 1:
+        raise fail([error("--attempt", f"{attempt_n} is not an attempt number (they count from 1)",
+                          "pass --attempt 1 for the first attempt; `verl-deploy status RUN` lists them")])
     record = ensure_supervised(_load(run_id))
     attempts = {a.n: a for a in record.attempts}
-    attempt = attempts.get(attempt_n) if attempt_n else record.current
+    attempt = attempts.get(attempt_n) if attempt_n is not None else record.current
     if attempt is None:
-        raise typer.Exit(code=1)
+        have = f"attempts {min(attempts)}-{max(attempts)}" if attempts else "no attempt yet"
+        raise fail([error("--attempt" if attempt_n is not None else "run",
+                          f"run {record.id} has {have}" + (f", not {attempt_n}" if attempt_n is not None else ""),
+                          f"pass --attempt {max(attempts)} or less" if attempts else "wait until the run has started")])
     seeds = re.compile(r"Error|OOM|Exception")
     table = load_table()
 

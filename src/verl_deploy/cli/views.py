@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from verl_deploy.cli.output import console, print_findings
 from verl_deploy.pipeline import Prepared
+from verl_deploy.secrets import mask_secret
 
 SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Run", ("mode", "framework", "device", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
@@ -39,7 +40,7 @@ def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
     if value is None and name in derived:
         value, source = derived[name], "derived"
     if name == "swanlab_api_key" and value is not None:
-        value = "****" + value.get_secret_value()[-4:]
+        value = mask_secret(value.get_secret_value())
     if isinstance(value, list):
         value = ",".join(str(v) for v in value) if value else "—"
     if value is None:

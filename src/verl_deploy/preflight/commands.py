@@ -99,7 +99,7 @@ class ContainerRunner(Runner):
 
     def run(self, argv: list[str], timeout: float | None = None) -> Result:
         # `sh -c 'command -v X'` first would cost a round trip; docker exec's own 126/127 tells us instead.
-        result = run(["docker", "exec", self.container, *argv], timeout or self.timeout)
+        result = run(["docker", "exec", "--", self.container, *argv], timeout or self.timeout)
         if result.returncode in (126, 127) and ("executable file not found" in result.output
                                                 or "not found" in result.output):
             return Result(tuple(argv), None, result.stdout, result.stderr, missing=True)

@@ -96,7 +96,7 @@ def probe_docker(context: Context) -> Area:
 
 def _judge_container(area: Area, context: Context) -> None:
     spec, name = context.spec, context.spec.container
-    inspected = context.host.run(["docker", "inspect", name])
+    inspected = context.host.run(["docker", "inspect", "--", name])
     try:
         details = json.loads(inspected.stdout)[0] if inspected.ok else None
     except (ValueError, IndexError):

@@ -170,7 +170,7 @@ def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_ro
     host_runner = Runner(timeout)
     runner = host_runner
     if spec.container:  # probe inside it when it runs; a stopped or future container: the host stands in
-        running = host_runner.run(["docker", "inspect", "-f", "{{.State.Running}}", spec.container])
+        running = host_runner.run(["docker", "inspect", "-f", "{{.State.Running}}", "--", spec.container])
         if running.ok and running.stdout.strip() == "true":
             runner = ContainerRunner(spec.container, timeout)
     context = Context(spec, runner, host_runner, list(search_roots or SEARCH_ROOTS), timeout)

@@ -68,30 +68,18 @@ def check_override(override: Override, index: key_index.KeyIndex, is_open=lambda
 
 
 def check_grammar(overrides: Iterable[Override]) -> list[Finding]:
-    """User overrides are Hydra text; parse them with Hydra's own parser."""
-    users = [o for o in overrides if o.origin == "--override"]
-    if not users:
-        return []
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
+    """User overrides are Hydra text; parse them with Hydra's own parser (the spec already did: this
+    keeps a plan built another way from reaching verl unparsed)."""
+    from verl_deploy.hydra_text import OverrideSyntaxError, parse_override
 
-    parser = OverridesParser.create()
     found: list[Finding] = []
-    for override in users:
-        text = override.text()
-        if "=" not in text and override.prefix != "~":
-            found.append(error("override", f"{text!r} is not KEY=VALUE", "write it as KEY=VALUE"))
+    for override in overrides:
+        if override.origin != "--override":
             continue
         try:
-            parsed = parser.parse_override(text)
-        except OverrideParseException as exc:
-            message = str(exc).splitlines()[0]
-            found.append(error("override", f"{text!r} is not valid Hydra syntax: {message}",
-                               "quote values with spaces or special characters: key='my value'"))
-            continue
-        if parsed.is_sweep_override():
-            found.append(error("override", f"{text!r} is a sweep (a comma list), which a single run cannot take",
-                               "write lists in brackets: key=[a,b]"))
+            parse_override(override.text())
+        except OverrideSyntaxError as exc:
+            found.append(error("override", str(exc), exc.fix))
     return found
 
 

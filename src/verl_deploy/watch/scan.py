@@ -26,6 +26,14 @@ from verl_deploy.watch.signatures import (FailureClass, Signature, SignatureTabl
 from verl_deploy.watch.state import HISTORY, RunState
 from verl_deploy.watch.trends import AT_END, PER_STEP
 
+try:
+    import re2 as _re2
+except ImportError:  # pragma: no cover - see signatures.fast_compile
+    _re2 = None
+
+# plain substrings that every line carrying an event contains (`in` is far cheaper than a search)
+EVENT_NEEDLES = ("Training Progress:", "step:", "View run at", "swanlab watch", "local_global_step_folder:",
+                 "Setting global step to", "Total training steps:")
 PER_STEP_MARKERS = (r"Training Progress:", r"step:\d+ - ")  # in EVENT_MARKERS; left to the tail pass when not eager
 MAX_LINE_TEXT = 2000  # characters kept of one matching line
 HITS_KEPT = 10  # lines kept per signature
@@ -96,6 +104,22 @@ def _last_lines(block: bytes, marker: bytes, accept: Callable[[str], bool], limi
     return found[::-1]
 
 
+def _span_finder(pattern) -> Callable[[bytes, int, int], tuple[int, int] | None]:
+    """(start, end) of the next match in bytes. With RE2, straight from the automaton: the wrapper's
+    match object costs more than the search itself when nearly every line matches (a failure-dense log)."""
+    regexp, anchor = getattr(pattern, "_regexp", None), getattr(getattr(_re2, "_Anchor", None), "UNANCHORED", None)
+    if regexp is not None and anchor is not None and hasattr(regexp, "Match"):
+        def find(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+            span = regexp.Match(anchor, block, pos, end)[0]
+            return None if span[0] < 0 else span
+        return find
+
+    def find_plain(block: bytes, pos: int, end: int) -> tuple[int, int] | None:
+        match = pattern.search(block, pos, end)
+        return None if match is None else match.span()
+    return find_plain
+
+
 class LogScanner:
     """Feed it blocks of complete lines; it keeps the run state and what went wrong where."""
 
@@ -104,6 +128,7 @@ class LogScanner:
         self.table = table or load_table()
         self.eager = eager
         self.prefilter = fast_compile(alternation(prefilter_sources(self.table, eager=eager)).encode())
+        self._find = _span_finder(self.prefilter)
         self.state = RunState()
         self._last_progress: str | None = None
         self._last_metric_lines: deque[str] = deque(maxlen=HISTORY)
@@ -121,15 +146,15 @@ class LogScanner:
 
     def feed(self, block: bytes) -> None:
         """A block of complete lines (the last may lack its newline only at end of input)."""
-        search = self.prefilter.search
+        find = self._find
         pos, counted_to, lines_before = 0, 0, 0
         size = len(block)
         while pos < size:
-            match = search(block, pos)
-            if match is None:
+            span = find(block, pos, size)
+            if span is None:
                 break
-            start = block.rfind(b"\n", 0, match.start()) + 1
-            end = block.find(b"\n", match.end())
+            start = block.rfind(b"\n", 0, span[0]) + 1
+            end = block.find(b"\n", span[1])
             if end < 0:
                 end = size
             lines_before += block.count(b"\n", counted_to, start)
@@ -180,20 +205,22 @@ class LogScanner:
 
     def _line(self, number: int, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace")
-        if not METRIC_LINE.search(text):  # metric keys such as timing_s/update_actor are not phases
+        if "step:" not in text or not METRIC_LINE.search(text):  # metric keys (timing_s/update_actor) are not phases
             phase = self.table.phase_in(ANSI.sub("", text))
             if phase:
                 self._mark(PhaseMark(number, phase.id, "ray::" in text))
+        may_carry_event = any(needle in text for needle in EVENT_NEEDLES)  # most failure lines carry none
         for segment in clean(text):
-            step_before = self.state.step
-            for event in parse_segment(segment):
-                if self.eager or not isinstance(event, (Progress, Metrics)):  # else: the tail pass has them
-                    self.state.apply(event)
-                    self.on_event(event)
-                    if isinstance(event, Metrics):
-                        self._trends(PER_STEP, number)
-            if self.state.step > step_before:
-                self.last_step_at = self.clock()
+            if may_carry_event:
+                step_before = self.state.step
+                for event in parse_segment(segment):
+                    if self.eager or not isinstance(event, (Progress, Metrics)):  # else: the tail pass has them
+                        self.state.apply(event)
+                        self.on_event(event)
+                        if isinstance(event, Metrics):
+                            self._trends(PER_STEP, number)
+                if self.state.step > step_before:
+                    self.last_step_at = self.clock()
             for failure, signature in self.table.failures_in(segment):
                 self._hit(number, segment, failure, signature)
 
@@ -207,7 +234,7 @@ class LogScanner:
                 self._hit(number, seen, failure, failure.trend_signature)
 
     def _hit(self, number: int, text: str, failure: FailureClass, signature: Signature) -> None:
-        index = -1 if signature is failure.trend_signature else failure.signatures.index(signature)
+        index = -1 if signature is failure.trend_signature else self._signature_number(failure, signature)
         key = (failure.id, index)
         entry = self.signature_hits.setdefault(key, SignatureHits(failure, signature))
         entry.count += 1
@@ -218,6 +245,12 @@ class LogScanner:
             self.marks_near[failure.id] = [m for m in self.recent_marks if m.line >= number - PHASE_WINDOW]
         if entry.count == signature.min_count:  # once per signature, when it starts to count
             self.on_event(FailureSeen(failure.id, number, text[:MAX_LINE_TEXT], signature.severity))
+
+    def _signature_number(self, failure: FailureClass, signature: Signature) -> int:
+        numbers = self.__dict__.setdefault("_numbers", {})  # by identity: comparing signatures is slow
+        if id(signature) not in numbers:
+            numbers[id(signature)] = next(n for n, s in enumerate(failure.signatures) if s is signature)
+        return numbers[id(signature)]
 
     def _mark(self, mark: PhaseMark) -> None:
         self.recent_marks.append(mark)

@@ -69,12 +69,19 @@ class SignatureTable:
     benign: re.Pattern
     phase_context: re.Pattern
     any_failure: object  # one compiled alternation (RE2 or re), to reject most lines with one search
+    # RE2::Set of every signature pattern: one pass over a line says which of them match, so a
+    # failure-dense log costs one automaton run per line instead of one search per signature
+    signature_set: object = None
+    set_index: tuple[tuple[int, int], ...] = ()  # set pattern number -> (class number, signature number)
+    phase_set: object = None  # the same for the phases: pattern number = phase number
 
     def failure_class(self, class_id: str) -> FailureClass:
         return next(c for c in self.classes if c.id == class_id)
 
     def failures_in(self, text: str) -> list[tuple[FailureClass, Signature]]:
         """Each class this line shows, with the first of its signatures that matched."""
+        if self.signature_set is not None:
+            return self._failures_by_set(text)
         if not self.any_failure.search(text) or self.benign.search(text):
             return []
         found = []
@@ -85,10 +92,29 @@ class SignatureTable:
                     break
         return found
 
+    def _failures_by_set(self, text: str) -> list[tuple[FailureClass, Signature]]:
+        matched = self.signature_set.Match(text)
+        if not matched or self.benign.search(text):
+            return []
+        found: list[tuple[FailureClass, Signature]] = []
+        done_class = -1
+        for class_n, signature_n in sorted(self.set_index[i] for i in matched):  # precedence, then table order
+            if class_n == done_class:
+                continue
+            failure = self.classes[class_n]
+            signature = failure.signatures[signature_n]
+            if signature.unless is None or not signature.unless.search(text):
+                found.append((failure, signature))
+                done_class = class_n
+        return found
+
     def phase_in(self, text: str) -> Phase | None:
         """The phase a raw line (Ray prefix included) names, if it is an error-context line."""
         if not self.phase_context.search(text):
             return None
+        if self.phase_set is not None:
+            matched = self.phase_set.Match(text)
+            return self.phases[min(matched)] if matched else None
         for phase in self.phases:
             if phase.pattern.search(text):
                 return phase
@@ -144,13 +170,37 @@ def build_table(data: dict) -> SignatureTable:
         Phase(raw["id"], raw["label"], re.compile(alternation(raw["markers"]))) for raw in data["phases"]
     )
     failure_sources = [s.pattern.pattern for c in classes for s in c.signatures]
+    signature_set, set_index = _signature_set(classes)
+    phase_set, _ = _pattern_set([p.pattern.pattern for p in phases])
     return SignatureTable(
         classes=classes,
         phases=phases,
         benign=re.compile(alternation(data["benign"])),
         phase_context=re.compile(data["phase_context"]),
         any_failure=fast_compile(alternation(failure_sources)),
+        signature_set=signature_set,
+        set_index=set_index,
+        phase_set=phase_set,
     )
+
+
+def _signature_set(classes: tuple[FailureClass, ...]) -> tuple[object, tuple[tuple[int, int], ...]]:
+    """An RE2::Set of all signatures (None without RE2: then each signature is searched in turn)."""
+    index = tuple((class_n, signature_n) for class_n, failure in enumerate(classes)
+                  for signature_n in range(len(failure.signatures)))
+    return _pattern_set([s.pattern.pattern for c in classes for s in c.signatures])[0], index
+
+
+def _pattern_set(sources: list[str]) -> tuple[object, int]:
+    if _re2 is None:
+        return None, 0
+    options = _re2.Options()
+    options.max_mem = 64 << 20
+    patterns = _re2.Set.SearchSet(options)
+    for source in sources:
+        patterns.Add(source)
+    patterns.Compile()
+    return patterns, len(sources)
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import questionary
 
 from verl_deploy import features as registry
-from verl_deploy.secrets import load_swanlab_key
+from verl_deploy.secrets import load_swanlab_key, mask_secret
 from verl_deploy.spec import DEFAULT_IMAGE, RunSpec, parse_devices
 
 ENTER_PATH = "enter a path…"
@@ -149,7 +149,7 @@ class Wizard:
         if self.from_env("swanlab_api_key"):
             self.say("  API key from SWANLAB_API_KEY")
         elif load_swanlab_key():
-            self.say("  API key: the remembered one (****" + load_swanlab_key()[-4:] + ")")
+            self.say("  API key: the remembered one (" + mask_secret(load_swanlab_key() or "") + ")")
         else:
             self.swanlab_key = ask(questionary.password("SwanLab API key (hidden)",
                                                         validate=lambda t: bool(t.strip()) or "the key is required")).strip()
