@@ -191,7 +191,7 @@ def test_docker_gets_the_image_after_double_dash_and_the_name_attached():
     from verl_deploy.sources import resolve
 
     spec = resolve(flags={"container": "verl-npu"}, environ={})
-    argv = run_argv(spec, spec.container, spec.image)
+    argv = run_argv(spec, spec.container, spec.image, devices=[])  # the device arguments: test_docker_real.py
     assert "--name=verl-npu" in argv and argv[-4:] == ["--", spec.image, "sleep", "infinity"]
 
 
