@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 from pydantic import ValidationError
 
+from verl_deploy.features import lookup
 from verl_deploy.findings import Finding, UserError, error
 from verl_deploy.secrets import load_swanlab_key
 from verl_deploy.spec import RunSpec, field_names, parse_hosts
@@ -113,7 +114,9 @@ def env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
     offload = environ.get("ENABLE_OFFLOAD", "")
     if offload.strip().lower() in TRUTHY:
         existing = values.get("features", "")
-        values["features"] = f"{existing},offload" if existing else "offload"
+        named = {getattr(lookup(t.strip().lstrip("-!")), "name", None) for t in existing.split(",")}
+        if "offload" not in named:  # USER_FEATURES=offload ENABLE_OFFLOAD=1 is offload once
+            values["features"] = f"{existing},offload" if existing else "offload"
         sources["features"] = "env " + ("USER_FEATURES+ENABLE_OFFLOAD" if existing else "ENABLE_OFFLOAD")
     return values, sources
 

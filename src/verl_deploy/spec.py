@@ -202,9 +202,11 @@ class RunSpec(BaseModel):
     # derived values: computed, never stored twice
     @property
     def swanlab_on(self) -> bool:
+        """On when the user says so, or gives a host. A key alone (saved by init or `swanlab login`, or an
+        SWANLAB_API_KEY kept in the shell for other work) never turns it on."""
         if self.swanlab is not None:
             return self.swanlab
-        return bool(self.swanlab_host or self.swanlab_api_key)
+        return bool(self.swanlab_host)
 
     @property
     def rollout_tp(self) -> int:

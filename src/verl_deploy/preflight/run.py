@@ -40,6 +40,10 @@ class CheckResult:
     def ok(self) -> bool:
         return not any(f.level == "error" for f in self.findings)
 
+    def given_fields(self) -> set[str]:
+        """Fields the user chose (flag, env, file): not probed this time."""
+        return {name for name, source in self.spec.sources.items() if source not in ("default", "detected", "derived")}
+
     def verdict(self) -> str:
         errors = sum(f.level == "error" for f in self.findings)
         warnings = sum(f.level == "warning" for f in self.findings)

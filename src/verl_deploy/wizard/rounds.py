@@ -92,8 +92,6 @@ class Wizard:
         data = self.found.get("datasets", {}).get("candidates", [])
         self._path("Training data (parquet)", "train_file", data)
         self._path("Test data (parquet)", "test_file", data)
-        self._text("Checkpoint directory", "ckpts_dir", lambda t: bool(t.strip()) or "a directory is needed",
-                   default=self.spec.ckpts_dir or self.spec.effective_ckpts_dir)
         mode = ask(questionary.select("Mode", default=self.value("mode"), choices=[
             questionary.Choice("colocated DAPO (trainer and rollout share the devices)", "dapo"),
             questionary.Choice("one-step-off-policy (separate trainer and rollout devices)", "one-step-off")]))
@@ -104,8 +102,18 @@ class Wizard:
             rest = total - self.answers["trainer_gpus"]
             self._text("Rollout devices", "rollout_gpus", _int_between(1, rest, f"trainer + rollout <= {total} devices"),
                        int, default=min(self.value("rollout_gpus"), rest))
-        self.answers["framework"] = ask(questionary.select("Framework", choices=["megatron", "fsdp"],
-                                                           default=self.value("framework")))
+        if self.from_env("framework"):
+            self.say(f"  framework = {self.spec.framework} (from {self.spec.sources['framework']})")
+        else:
+            self.answers["framework"] = ask(questionary.select("Framework", choices=["megatron", "fsdp"],
+                                                               default=self.value("framework")))
+        # asked after mode and framework: the derived directory names them (…-fsdp-npu, …-megatron-gpu)
+        self._text("Checkpoint directory", "ckpts_dir", lambda t: bool(t.strip()) or "a directory is needed",
+                   default=self.spec.ckpts_dir or self.with_answers().effective_ckpts_dir)
+
+    def with_answers(self) -> RunSpec:
+        """The spec as answered so far (for values derived from several answers)."""
+        return self.spec.model_copy(update={k: v for k, v in self.answers.items() if k in RunSpec.model_fields})
 
     def container(self) -> bool:
         """Returns whether a new container will be created (the proxy round then follows)."""
@@ -202,6 +210,17 @@ class Wizard:
         self._text("Batch size (prompts per step)", "batch_size", _int_at_least(1), int)
         self._text("Learning rate", "lr", _float_positive, float)
         devices = self.value("trainer_gpus") if self.value("mode") == "one-step-off" else len(self.value("devices"))
+        if self.value("framework") == "fsdp":  # FSDP shards the model: no training TP/PP, only the rollout's TP
+            rollout = self.value("rollout_gpus") if self.value("mode") == "one-step-off" else devices
+            self._text("Rollout tensor parallel (vLLM TP)", "gen_tp", _divides(rollout, "rollout TP", whose="rollout"), int,
+                       default=self.with_answers().rollout_tp)
+        else:
+            self._megatron_layout(devices)
+        self._text("Responses per prompt", "n_resp_per_prompt", _int_at_least(1), int)
+        self._text("Max prompt length", "max_prompt_length", _int_at_least(16), int)
+        self._text("Max response length", "max_response_length", _int_at_least(16), int)
+
+    def _megatron_layout(self, devices: int) -> None:
         self._text("Tensor parallel (TP)", "train_tp", _divides(devices, "TP"), int)
         tp = self.value("train_tp")
         if self.value("mode") == "one-step-off":
@@ -209,9 +228,6 @@ class Wizard:
             self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
         else:
             self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
-        self._text("Responses per prompt", "n_resp_per_prompt", _int_at_least(1), int)
-        self._text("Max prompt length", "max_prompt_length", _int_at_least(16), int)
-        self._text("Max response length", "max_response_length", _int_at_least(16), int)
 
     def run(self) -> dict[str, Any]:
         self.basics()
@@ -247,12 +263,12 @@ def _float_positive(text: str) -> bool | str:
         return "a number > 0, e.g. 1e-6"
 
 
-def _divides(devices: int, what: str, times: int = 1) -> Callable[[str], bool | str]:
+def _divides(devices: int, what: str, times: int = 1, whose: str = "trainer") -> Callable[[str], bool | str]:
     def check(text: str) -> bool | str:
         if not text.strip().isdigit() or int(text) < 1:
             return "a whole number >= 1"
         product = int(text) * times
-        return devices % product == 0 or f"{what} = {product} does not divide the {devices} trainer devices"
+        return devices % product == 0 or f"{what} = {product} does not divide the {devices} {whose} devices"
     return check
 
 
