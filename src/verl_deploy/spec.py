@@ -181,6 +181,14 @@ class RunSpec(BaseModel):
             return [value]
         return [str(v) for v in value]
 
+    @field_validator("swanlab_mode", mode="before")
+    @classmethod
+    def _swanlab_mode(cls, value: object) -> object:
+        """swanlab >= 0.8 calls the cloud mode `online` (and maps `cloud` to it): accept both spellings."""
+        if isinstance(value, str) and value.strip().lower() in ("online", "cloud"):
+            return "cloud"
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("verl_version")
     @classmethod
     def _version(cls, value: str) -> str:
