@@ -128,7 +128,7 @@ def _lines(output: str, tag: str) -> dict:
 
 
 def test_private_host_login_reaches_the_private_server_with_the_real_package(tmp_path, standin_server):
-    key = "sk-private-host-5678"
+    key = "PrivHost0123456789Key"  # alphanumeric: swanlab <= 0.7 refuses other characters
     out = tmp_path / "scripts"
     # the user gives one host, with a trailing slash as people type it
     made = run_cli("generate", "--output-dir", str(out), "--run-dir", str(_verl_root(tmp_path)),

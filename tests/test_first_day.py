@@ -1,0 +1,187 @@
+"""A new user's first day (issue 13): what they tried, through the real CLI, and what they must see.
+
+A pipe where a terminal does not matter (run_cli), a pseudo-terminal (pexpect) where it does.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import VERL_BIN, load_plan, recorded_argv, run_cli, run_scripts
+from test_init import HYPER_PARAMETERS, Terminal, accept, basics, start
+
+UNRELATED_SWANLAB_ENV = {  # a shell set up for other SwanLab work, not for this run
+    "SWANLAB_API_KEY": "SomeOtherKey0123456789", "SWANLAB_PROJECT": "someone-elses", "SWANLAB_MODE": "online",
+    "SWANLAB_API_HOST": "http://10.1.2.3:8000/api", "SWANLAB_LOG_DIR": "/tmp/elsewhere", "SWANLAB_WORKSPACE": "team",
+}
+
+
+# -- item 4: a saved key does not turn SwanLab on; README's first command still works ------------------------
+
+def readme_first_command(cwd: Path, env: dict) -> None:
+    """`verl-deploy plan && verl-deploy generate --output-dir ./verl_scripts`, as the README's first line."""
+    plan = run_cli("plan", env=env, cwd=cwd)
+    assert plan.returncode == 0, plan.stdout[-1500:] + plan.stderr
+    generated = run_cli("generate", "--output-dir", "./verl_scripts", env=env, cwd=cwd)
+    assert generated.returncode == 0, generated.stderr
+    document = load_plan(cwd / "verl_scripts")
+    assert document["derived"]["swanlab_on"] is False and "trainer.logger=[console]" in document["overrides"]
+    assert not (cwd / "verl_scripts" / "swanlab.env").exists()
+
+
+def test_readme_first_command_after_init_saved_a_key_and_with_unrelated_swanlab_env(npu_host, tmp_path):
+    secret = "sk-wizard-kept-2468"
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config)
+    basics(term)
+    term.answer("Log to SwanLab", "y")
+    term.answer("SwanLab host", "http://10.0.0.1:8000\r")
+    term.answer("SwanLab API key", secret + "\r")
+    for question in ("SwanLab mode", "Workspace", "Log directory", "Project name", "Features"):
+        term.answer(question)
+    accept(term)
+    assert term.finish() == 0, term.raw[-2000:]
+    assert (Path(npu_host["env"]["VERL_DEPLOY_CONFIG_DIR"]) / "swanlab_api_key").read_text().strip() == secret
+
+    env = {**npu_host["env"], "PATH": os.environ["PATH"]}
+    first = tmp_path / "readme"
+    first.mkdir()
+    readme_first_command(first, env)
+    second = tmp_path / "readme-unrelated-env"
+    second.mkdir()
+    readme_first_command(second, {**env, **UNRELATED_SWANLAB_ENV})
+    # and SwanLab is on when the user says so: with the init's config, which has the host
+    on = json.loads(run_cli("plan", "--config", str(config), "--json", env=env).stdout)
+    assert on["derived"]["swanlab_on"] is True and on["sources"]["swanlab_api_key"] == "secret file"
+
+
+# -- item 3: every feature x framework x device x version: keys or a one-line error ---------------------------
+
+VERSIONS = ("0.7.0", "0.7.1", "0.8.0", "0.9.1")
+
+
+def test_every_feature_on_every_framework_device_version_and_mode_compiles_or_is_one_finding():
+    """In-process over the whole matrix (640 cases); the CLI cases below show the same through the real CLI."""
+    from verl_deploy import features as registry
+    from verl_deploy.findings import UserError
+    from verl_deploy.pipeline import prepare
+
+    problems = []
+    for feature, framework, device, version, mode, sign in itertools.product(
+            registry.REGISTRY, ("megatron", "fsdp"), ("npu", "gpu"), VERSIONS, ("dapo", "one-step-off"), ("", "-")):
+        flags = {"framework": framework, "device": device, "verl_version": version, "mode": mode,
+                 "features": sign + feature.name, "train_pp": 2 if feature.name == "vpp" else 1,
+                 "train_tp": 2}
+        case = f"{sign}{feature.name} {framework}/{device} verl {version} {mode}"
+        try:
+            prepared = prepare(flags=flags, environ={}, check_verl=False)
+        except UserError as exc:
+            problems.append(f"{case}: unresolvable: {exc.findings}")
+            continue
+        errors = [f for f in prepared.findings if f.level == "error"]
+        applies = feature.applies_to(framework, device)
+        if sign == "" and not applies:
+            assert any(f.field == "features" and feature.name in f.message for f in errors), case
+            assert all("\n" not in f.line() for f in errors), case
+            continue
+        if errors:
+            problems.append(f"{case}: {[f.line() for f in errors]}")
+            continue
+        state = {s.name: s for s in prepared.plan.features}[feature.name]
+        assert state.on is (sign == "" and applies), case
+    assert not problems, "\n".join(problems[:20])
+
+
+@pytest.mark.parametrize("args", [
+    ("--features", "gradient_checkpointing"),
+    ("--features", "swap_optimizer", "--device", "gpu"),
+    ("--features", "recompute,vpp", "--framework", "fsdp", "--verl-version", "0.9.1"),
+])
+def test_a_feature_that_does_not_apply_is_one_line_through_the_cli(args):
+    result = run_cli("plan", *args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr + result.stdout
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error: features:")]
+    assert errors and all("does not apply" in line and "fix:" in line for line in errors), result.stdout + result.stderr
+
+
+def test_turning_off_a_feature_that_does_not_apply_is_fine():
+    result = run_cli("plan", "--json", "--features=-gradient_checkpointing")
+    assert result.returncode == 0, result.stdout[-1000:] + result.stderr
+    state = {f["name"]: f for f in json.loads(result.stdout)["features"]}["gradient_checkpointing"]
+    assert state == {"name": "gradient_checkpointing", "on": False, "why": "n/a"}
+
+
+def test_offload_from_user_features_and_enable_offload_is_listed_once():
+    result = run_cli("plan", "--json", env={"USER_FEATURES": "offload", "ENABLE_OFFLOAD": "1"})
+    data = json.loads(result.stdout)
+    assert data["spec"]["features"] == ["offload"]
+    text = run_cli("plan", env={"USER_FEATURES": "offload", "ENABLE_OFFLOAD": "1"}).stdout
+    assert "offload,offload" not in text
+
+
+# -- item 7: detected values survive an explicit value ----------------------------------------------------------
+
+def test_an_explicit_value_does_not_wipe_what_check_detected(npu_host):
+    state = Path(npu_host["env"]["VERL_DEPLOY_STATE_DIR"]) / "detected.json"
+    first = run_cli("check", "--search-root", str(npu_host["root"]), env=npu_host["env"])
+    assert state.exists(), first.stdout + first.stderr
+    detected = json.loads(state.read_text())["values"]
+    assert detected.get("devices") and detected.get("model_path")
+    run_cli("check", "--search-root", str(npu_host["root"]), "--socket-ifname", "lo", "--model-path", "/elsewhere",
+            env=npu_host["env"])
+    after = json.loads(state.read_text())["values"]
+    assert after == detected  # the explicit values were not probed: what was found before stays
+    plan = json.loads(run_cli("plan", "--json", env=npu_host["env"]).stdout)
+    assert plan["spec"]["model_path"] == detected["model_path"] and plan["sources"]["model_path"] == "detected"
+    if detected.get("socket_ifname"):
+        assert plan["environment"]["HCCL_SOCKET_IFNAME"] == detected["socket_ifname"]
+
+
+# -- item 10: run_training.sh derives its dependent values from the variables at its top ------------------------
+
+def test_editing_max_response_length_in_run_training_keeps_derived_values_consistent(tmp_path, stubs):
+    out = tmp_path / "scripts"
+    made = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]))
+    assert made.returncode == 0, made.stderr
+    script = out / "run_training.sh"
+    text = script.read_text()
+    assert "MAX_RESPONSE_LENGTH=8192\n" in text
+    script.write_text(text.replace("MAX_RESPONSE_LENGTH=8192\n", "MAX_RESPONSE_LENGTH=4096\n", 1))
+    assert run_scripts(out, stubs).returncode == 0
+    argv = recorded_argv(stubs)
+    values = dict(item.lstrip("+").split("=", 1) for item in argv if "=" in item and not item.startswith("--"))
+    r = "actor_rollout_ref.rollout."
+    assert values["data.max_response_length"] == "4096"
+    assert values[r + "max_model_len"] == values[r + "max_num_batched_tokens"] == str(2048 + 4096)
+    assert values["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == str(2048 + 4096)
+    assert values["reward_model.reward_kwargs.max_resp_len"] == "4096"
+    assert values["reward_model.overlong_buffer.len"] == str(4096 // 4)
+    # unedited, the script gives exactly what plan.json says
+    script.write_text(text)
+    assert run_scripts(out, stubs).returncode == 0
+    def unquoted(items: list[str]) -> list[str]:  # hq quotes every string for Hydra; the values are the same
+        return [item.split("=", 1)[0] + "=" + item.split("=", 1)[1].strip("'") for item in items]
+
+    assert unquoted(recorded_argv(stubs)[3:]) == unquoted(load_plan(out)["overrides"])
+
+
+def test_an_explicit_overlong_buffer_len_stays_literal(tmp_path):
+    out = tmp_path / "explicit"
+    made = run_cli("generate", "--output-dir", str(out), "--override", "data.truncation=left",
+                   "--config", str(_config(tmp_path, {"overlong_buffer_len": 512, "mini_batch_size": 16})))
+    assert made.returncode == 0, made.stderr
+    text = (out / "run_training.sh").read_text()
+    assert "OVERLONG_BUFFER_LEN=512\n" in text and "MINI_BATCH_SIZE=16\n" in text
+
+
+def _config(tmp_path: Path, values: dict) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
