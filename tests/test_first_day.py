@@ -185,3 +185,136 @@ def _config(tmp_path: Path, values: dict) -> Path:
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(values))
     return path
+
+
+# -- item 2: init --config FILE keeps every field, its comments and its spelling ------------------------------
+
+def full_config(host) -> str:
+    root = host["root"]
+    return f"""# my run: keep this comment
+mode: dapo
+framework: megatron
+device: npu
+verl-version: 0.9.1   # dash spelling, as load_config_file accepts
+run_dir: /opt/verl
+model_path: {root}/models/Qwen3-8B
+train_file: {root}/data/dapo-math-17k.parquet
+test_file: {root}/data/aime-2024.parquet
+ckpts_dir: /ckpts/mine
+prompt_key: prompt
+devices: 0-7
+nnodes: 1
+master_addr: 127.0.0.1
+ray_port: 6390
+socket_ifname: lo
+container: verl-npu
+image: my/image:1
+http_proxy: http://proxy.local:3128
+https_proxy: http://proxy.local:3128
+train_steps: 12
+batch_size: 16
+mini_batch_size: 8
+gen_batch_size: 48
+lr: 2.0e-06
+n_resp_per_prompt: 4
+max_prompt_length: 1024
+max_response_length: 4096
+temperature: 0.9
+clip_ratio_low: 0.2
+clip_ratio_high: 0.3
+loss_agg_mode: seq-mean-token-mean
+filter_groups: true
+filter_groups_metric: acc
+max_num_gen_batches: 5
+overlong_buffer: true
+overlong_buffer_len: 512
+overlong_penalty_factor: 0.5
+train_tp: 2
+train_pp: 2
+train_cp: 1
+gen_tp: 2
+allow_tp_mismatch: false
+trainer_gpus: 4
+rollout_gpus: 4
+rollout_engine: vllm
+gpu_memory_utilization: 0.7
+save_freq: 5
+test_freq: 5
+val_before_train: true
+max_ckpt_to_keep: 3
+features: [offload]   # my features
+no_default_features: false
+max_oom_retries: 1
+swanlab: false
+swanlab_host: http://10.0.0.1:8000
+swanlab_mode: local
+swanlab_workspace: MyTeam
+swanlab_log_dir: /logs/swan
+project_name: myproj
+experiment_name: myexp
+overrides:
+  - actor_rollout_ref.rollout.top_p=0.9
+strict: false
+"""
+
+
+def test_init_keeps_every_field_comment_and_spelling_of_the_config_it_updates(npu_host):
+    config = npu_host["tmp"] / "mine.yaml"
+    config.write_text(full_config(npu_host))
+    env = npu_host["env"]
+    before = json.loads(run_cli("plan", "--config", str(config), "--json", "--ignore-detected", env=env).stdout)
+    term = start(npu_host, config, "--force")
+    basics(term)
+    term.answer("Log to SwanLab")
+    term.answer("Features")  # prefilled: "choose", with the config's features ticked
+    term.answer("Features (space to toggle")
+    accept(term)
+    assert term.finish() == 0, term.raw[-2000:]
+    text = config.read_text()
+    for kept in ("# my run: keep this comment", "verl-version: 0.9.1   # dash spelling", "devices: 0-7",
+                 "features: [offload]   # my features", "- actor_rollout_ref.rollout.top_p=0.9"):
+        assert kept in text, kept
+    after = json.loads(run_cli("plan", "--config", str(config), "--json", "--ignore-detected", env=env).stdout)
+    assert after["spec"] == before["spec"]
+    assert after["spec"]["verl_version"] == "0.9.1" and after["sources"]["verl_version"] == f"file {config}"
+    assert {k: v for k, v in after["sources"].items() if v != f"file {config}"} == \
+        {k: v for k, v in before["sources"].items() if v != f"file {config}"}
+
+
+def test_init_writes_a_changed_answer_and_nothing_else(npu_host):
+    config = npu_host["tmp"] / "mine.yaml"
+    config.write_text(full_config(npu_host))
+    term = start(npu_host, config, "--force")
+    basics(term)
+    term.answer("Log to SwanLab")
+    term.answer("Features")
+    term.answer("Features (space to toggle")
+    term.answer("Training steps", "\x7f" * 10 + "30\r")
+    accept(term, HYPER_PARAMETERS[1:])
+    assert term.finish() == 0, term.raw[-2000:]
+    new = config.read_text().splitlines()
+    old = full_config(npu_host).splitlines()
+    assert [line for line in new if line not in old] == ["train_steps: 30"]
+    assert [line for line in old if line not in new] == ["train_steps: 12"]
+
+
+# -- item 9: init's questions: framework before the checkpoint dir, FRAMEWORK from env, no TP/PP for FSDP -----
+
+def test_init_with_framework_from_env_asks_no_framework_and_no_tp_pp_for_fsdp(npu_host):
+    config = npu_host["tmp"] / "fsdp.yaml"
+    term = Terminal(["init", "--search-root", str(npu_host["root"]), "--config", str(config)],
+                    dict(npu_host["env"], FRAMEWORK="fsdp"))
+    for question in ("Training on", "Device ids", "Model directory", "Training data", "Test data", "Mode"):
+        term.answer(question)
+    term.answer("Checkpoint directory")
+    term.expect_on_screen("dapo-Qwen3-8B-fsdp-npu")  # the default follows the framework
+    for question in ("Container for the run", "Log to SwanLab", "Features", "Training steps", "Batch size",
+                     "Learning rate", "Rollout tensor parallel", "Responses per prompt", "Max prompt length",
+                     "Max response length"):
+        term.answer(question)
+    assert term.finish() == 0, term.raw[-2000:]
+    assert "? Framework" not in term.raw and "framework = fsdp (from env FRAMEWORK)" in term.raw
+    assert "Tensor parallel (TP)" not in term.raw and "Pipeline parallel" not in term.raw
+    data = yaml.safe_load(config.read_text())
+    assert data["ckpts_dir"].endswith("/dapo-Qwen3-8B-fsdp-npu") and data["gen_tp"] == 4
+    assert "framework" not in data  # it comes from the environment, as before

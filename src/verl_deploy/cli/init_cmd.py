@@ -95,8 +95,8 @@ def init_command(
     from ruamel.yaml.error import YAMLError
 
     try:
-        written = write_config(config_path, {k: v for k, v in values.items() if v is not None or k == "container"},
-                               existing=existing)
+        kept = values if existing is not None else {k: v for k, v in values.items() if v is not None or k == "container"}
+        written = write_config(config_path, kept, existing=existing)
     except (ValueError, YAMLError, OSError) as exc:
         raise fail([error("config", f"cannot update {config_path}: {exc}", "fix the file, or write a new one with "
                           "`verl-deploy init --config NEW.yaml`")]) from None

@@ -73,9 +73,15 @@ def update_config(text: str, values: Mapping[str, Any]) -> str:
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
+    from ruamel.yaml.util import load_yaml_guess_indent
+
     rt = YAML()  # round-trip: keeps comments and layout
     rt.preserve_quotes = True
     rt.width = 10_000
+    _, indent, sequence_offset = load_yaml_guess_indent(text)
+    if indent:  # the file's own list indentation (`  - item` or `- item`); ruamel guesses the sequence's
+        offset = sequence_offset or 0
+        rt.indent(mapping=max(2, indent - offset), sequence=indent, offset=offset)
     data = rt.load(text)
     if data is None:
         data = CommentedMap()
@@ -86,6 +92,9 @@ def update_config(text: str, values: Mapping[str, Any]) -> str:
         if name in SECRET_FIELDS:
             continue
         key = spelled.get(name, name)
+        if value is None:  # an answer that clears a value: the field goes back to its default
+            data.pop(key, None)
+            continue
         if key in data and data[key] == value:
             continue  # unchanged: keep the user's own formatting
         data[key] = list(value) if isinstance(value, tuple) else value

@@ -171,7 +171,11 @@ class Wizard:
     def features(self) -> None:
         self.say("Round 5/6 — features")
         framework, device = self.value("framework"), self.value("device")
-        how = ask(questionary.select("Features", choices=[
+        before, _ = registry.resolve(framework=framework, device=device, mask=self.spec.mask,
+                                     user_features=self.spec.features, no_default_features=self.spec.no_default_features)
+        current = "mask" if self.spec.mask else ("choose" if self.spec.features or self.spec.no_default_features
+                                                 else "default")
+        how = ask(questionary.select("Features", default=current, choices=[
             questionary.Choice("default: performance features on, memory features off (added on OOM)", "default"),
             questionary.Choice("choose features", "choose"),
             questionary.Choice("enter a 7-bit mask (RmvPad DynBSZ Offload PfxCache Recompute SwapOpt VPP)", "mask")]))
@@ -200,6 +204,10 @@ class Wizard:
             self.answers.update(mask=None, features=chosen, no_default_features=False)
         states, findings = registry.resolve(framework=framework, device=device, mask=self.answers["mask"],
                                             user_features=self.answers["features"])
+        if [(s.name, s.on) for s in states] == [(s.name, s.on) for s in before]:
+            # the same features as the config's: keep them as the user wrote them there
+            for name in ("mask", "features", "no_default_features"):
+                self.answers.pop(name, None)
         for finding in findings:
             self.say(f"  note: {finding.message}")
         self.say("  on: " + (", ".join(s.name for s in states if s.on) or "none"))
