@@ -318,3 +318,36 @@ def test_init_with_framework_from_env_asks_no_framework_and_no_tp_pp_for_fsdp(np
     data = yaml.safe_load(config.read_text())
     assert data["ckpts_dir"].endswith("/dapo-Qwen3-8B-fsdp-npu") and data["gen_tp"] == 4
     assert "framework" not in data  # it comes from the environment, as before
+
+
+# -- item 6: off a terminal, nothing wraps and nothing means something by colour alone ------------------------
+
+LONG_MODEL = "/mnt/public/models/" + "/".join(["a-rather-long-directory-name"] * 6) + "/Qwen3-8B-Instruct"
+
+
+def test_plan_in_a_pipe_keeps_every_path_and_line_whole():
+    result = run_cli("plan", "--model-path", LONG_MODEL, env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    text = result.stdout + result.stderr
+    assert "\x1b[" not in text  # no colour codes in a pipe
+    lines = text.splitlines()
+    assert any(line.startswith("model_path") and LONG_MODEL in line and line.rstrip().endswith("flag --model-path")
+               for line in lines)
+    assert any(line.startswith("warning: model_path: " + LONG_MODEL + " does not exist") and "fix:" in line
+               for line in lines)
+    assert any(line.startswith("overrides checked against verl 0.7.0") and "entry config" in line for line in lines)
+    states = {line.split()[0]: line.split() for line in lines if line.strip().startswith(("offload ", "remove_padding "))}
+    assert "off" in states["offload"] and "on" in states["remove_padding"]
+
+
+def test_the_confirmation_off_a_terminal_says_on_and_off_in_words(tmp_path, npu_host):
+    from test_init import recording_docker
+
+    bin_dir, _ = recording_docker(tmp_path)
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", COLUMNS="80")
+    result = run_cli("launch", "--skip-check", "--model-path", LONG_MODEL, env=env)  # no terminal, no --yes
+    assert result.returncode == 2
+    assert "\x1b[" not in result.stderr
+    assert "features mask 1100000: on: remove_padding, dynamic_batch, flash_attn; off: offload, prefix_cache, " \
+           "recompute, swap_optimizer, vpp, chunked_prefill" in result.stderr
+    assert any(LONG_MODEL in line for line in result.stderr.splitlines())
