@@ -351,3 +351,45 @@ def test_the_confirmation_off_a_terminal_says_on_and_off_in_words(tmp_path, npu_
     assert "features mask 1100000: on: remove_padding, dynamic_batch, flash_attn; off: offload, prefix_cache, " \
            "recompute, swap_optimizer, vpp, chunked_prefill" in result.stderr
     assert any(LONG_MODEL in line for line in result.stderr.splitlines())
+
+
+# -- item 5: the default image is the official one of the verl release and device ------------------------------
+
+@pytest.mark.parametrize("args, image", [
+    ((), "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"),
+    (("--device", "gpu"), "verlai/verl:vllm012.latest"),
+    (("--device", "gpu", "--verl-version", "0.9.1", "--framework", "fsdp"), "verlai/verl:vllm024.latest"),
+    (("--verl-version", "0.9.1"), "quay.io/ascend/verl:latest-cann9.0.0-torch_npu2.9.0post2-910b-ubuntu22.04-py3.11-vllm"),
+    (("--verl-version", "0.8.0", "--npu-type", "a3"),
+     "quay.io/ascend/verl:v0.8.0-cann9.0.0-torch2.9.0post2-a3-ubuntu22.04-py3.11-vllm"),
+    (("--verl-version", "0.7.1", "--image", "my/own:1"), "my/own:1"),
+])
+def test_the_default_image_follows_version_and_device(args, image):
+    data = json.loads(run_cli("plan", "--json", *args).stdout)
+    assert data["spec"]["image"] == image
+    assert data["sources"]["image"] == ("flag --image" if "--image" in args else "derived")
+
+
+def test_every_supported_release_and_device_has_an_official_image_with_its_source():
+    from verl_deploy.images import TABLE, official_image
+
+    for version, device, npu in itertools.product(("0.7.0", "0.7.1", "0.8.0", "0.8.1", "0.9.0", "0.9.1"),
+                                                  ("gpu", "npu"), ("a2", "a3")):
+        row = official_image(version, device, npu)
+        assert row is not None, (version, device, npu)
+        assert row.evidence in ("seen", "by format") and "@v0." in row.source
+        registry = "verlai/verl:" if device == "gpu" else "quay.io/ascend/verl:"
+        assert row.image.startswith(registry)
+        if device == "npu":
+            assert ("-a3-" in row.image) == (npu == "a3") and ("-910b-" in row.image) == (npu == "a2")
+    assert len({(r.release, r.device) for r in TABLE}) == len(TABLE)
+
+
+def test_check_on_an_a3_host_picks_the_a3_image(npu_host):
+    from conftest import HW
+
+    env = dict(npu_host["env"], FAKE_NPU_SMI=str(HW / "npu-smi-a3-16chip-idle.txt"))
+    checked = json.loads(run_cli("check", "--search-root", str(npu_host["root"]), "--json", env=env).stdout)
+    assert checked["detected"]["npu_type"] == "a3"
+    plan = json.loads(run_cli("plan", "--json", env=env).stdout)
+    assert plan["spec"]["image"] == "quay.io/ascend/verl:verl-8.3.rc1-a3-ubuntu22.04-py3.11-v0.7.0"

@@ -174,6 +174,8 @@ def resolve(
         spec = RunSpec(**values)
     except ValidationError as exc:
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
+    if "image" not in values:
+        sources["image"] = "derived"  # from verl_version and device (images.py)
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 import re
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 Mode = Literal["dapo", "one-step-off"]
 Framework = Literal["megatron", "fsdp"]
 Device = Literal["npu", "gpu"]
 
-DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"
 DEFAULT_VERL_VERSION = "0.7.0"
+DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"  # images.py's 0.7.0 A2 row
 
 
 def parse_devices(value: object) -> list[int]:
@@ -76,6 +76,7 @@ class RunSpec(BaseModel):
     mode: Mode = "dapo"
     framework: Framework = "megatron"
     device: Device = "npu"
+    npu_type: Literal["a2", "a3"] = Field("a2", description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image")
     verl_version: str = DEFAULT_VERL_VERSION
     verl_dir: Optional[str] = Field(None, description="verl checkout on this host to read version and configs from")
     run_dir: str = Field("/verl", description="verl source root where the training runs (in the container)")
@@ -95,7 +96,7 @@ class RunSpec(BaseModel):
     ray_port: int = Field(6379, ge=1, le=65535)
     socket_ifname: Optional[str] = None
     container: Optional[str] = None
-    image: str = DEFAULT_IMAGE
+    image: str = Field(DEFAULT_IMAGE, description="default: the official image of verl_version x device (images.py)")
     http_proxy: Optional[str] = Field(None, description="proxy for a new container and pip inside it")
     https_proxy: Optional[str] = None
 
@@ -161,6 +162,19 @@ class RunSpec(BaseModel):
 
     # where each value came from: field -> default|detected|file|env|flag|answer|derived
     sources: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_image(cls, data: object) -> object:
+        """No image given: the official one for this verl release and device (images.py), not 0.7.0's NPU image."""
+        if isinstance(data, dict) and data.get("image") is None:
+            from verl_deploy.images import default_image
+
+            version = str(data.get("verl_version") or DEFAULT_VERL_VERSION).strip().lstrip("v")
+            device = str(data.get("device") or "npu").strip().lower()
+            npu_type = str(data.get("npu_type") or "a2").strip().lower()
+            data = {**data, "image": default_image(version, device, npu_type if npu_type in ("a2", "a3") else "a2")}
+        return data
 
     @field_validator("devices", mode="before")
     @classmethod

@@ -32,6 +32,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                  rich_help_panel="Run")),
     ("framework", Optional[str], _opt("--framework", help="megatron (default) | fsdp.", rich_help_panel="Run")),
     ("device", Optional[str], _opt("--device", help="npu (default) | gpu.", rich_help_panel="Run")),
+    ("npu_type", Optional[str], _opt("--npu-type", help="a2 (910B, default) | a3: which official image (check "
+                                     "detects it).", rich_help_panel="Run")),
     ("verl_version", Optional[str], _opt("--verl-version", help="Target verl version (default 0.7.0).",
                                          rich_help_panel="Run")),
     ("verl_dir", Optional[str], _opt("--verl-dir", help="A verl checkout on this host: version and configs are read from it.",
@@ -51,7 +53,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("socket_ifname", Optional[str], _opt("--socket-ifname", help="Network interface for HCCL/NCCL/GLOO.",
                                           rich_help_panel="Hardware")),
     ("container", Optional[str], _opt("--container", help="Container the run uses.", rich_help_panel="Hardware")),
-    ("image", Optional[str], _opt("--image", help="Image for a new container (default the verl 0.7.0 Ascend image).",
+    ("image", Optional[str], _opt("--image", help="Image for a new container (default: the official image of the "
+                                  "verl version and device, see README 'Official images').",
                                   rich_help_panel="Hardware")),
     ("http_proxy", Optional[str], _opt("--http-proxy", help="Proxy for a new container and pip in it.",
                                        rich_help_panel="Hardware")),

@@ -111,6 +111,9 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
         if not context.given("devices"):
             usable = [d["id"] for d in accel["devices"] if d["health"].upper() == "OK" and not d["busy"]]
             found["devices"] = usable or [d["id"] for d in accel["devices"]]
+        if accel.get("kind") == "npu" and not context.given("npu_type"):
+            # A3 (Atlas 800T A3) shows two chips per NPU; an A2 (910B) one
+            found["npu_type"] = "a3" if any(d.get("chip") == 1 for d in accel["devices"]) else "a2"
     network = areas["network"].data
     if not context.given("socket_ifname") and network.get("suggested_ifname"):
         found["socket_ifname"] = network["suggested_ifname"]

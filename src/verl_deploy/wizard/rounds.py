@@ -15,12 +15,11 @@ import questionary
 
 from verl_deploy import features as registry
 from verl_deploy.secrets import load_swanlab_key
-from verl_deploy.spec import DEFAULT_IMAGE, RunSpec, parse_devices
+from verl_deploy.spec import RunSpec, parse_devices
 
 ENTER_PATH = "enter a path…"
 NEW_CONTAINER = "create a new container"
 NO_CONTAINER = "no container: run on this host"
-PULL_DEFAULT = f"pull {DEFAULT_IMAGE}"
 ENTER_IMAGE = "enter an image…"
 
 
@@ -130,9 +129,10 @@ class Wizard:
             self.answers["container"] = picked
             return False
         images = [i["ref"] for i in self.found.get("docker", {}).get("images", [])]
-        image = ask(questionary.select("Image", choices=[*images, PULL_DEFAULT, ENTER_IMAGE]))
-        if image == PULL_DEFAULT:
-            image = DEFAULT_IMAGE
+        pull = f"pull {self.spec.image}"  # the official image of this verl release and device (images.py)
+        image = ask(questionary.select("Image", choices=[*images, pull, ENTER_IMAGE]))
+        if image == pull:
+            image = self.spec.image
         elif image == ENTER_IMAGE:
             image = ask(questionary.text("Image", validate=lambda t: bool(t.strip()) or "an image is needed")).strip()
         self.answers["image"] = image
