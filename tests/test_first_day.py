@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -393,3 +394,98 @@ def test_check_on_an_a3_host_picks_the_a3_image(npu_host):
     assert checked["detected"]["npu_type"] == "a3"
     plan = json.loads(run_cli("plan", "--json", env=env).stdout)
     assert plan["spec"]["image"] == "quay.io/ascend/verl:verl-8.3.rc1-a3-ubuntu22.04-py3.11-v0.7.0"
+
+
+# -- item 8: --verl-dir without --run-dir runs from that checkout (no container) -------------------------------
+
+def test_verl_dir_is_where_the_local_run_happens(tmp_path, stubs):
+    out = tmp_path / "scripts"
+    made = run_cli("generate", "--output-dir", str(out), "--verl-dir", str(stubs["verl_root"]))
+    assert made.returncode == 0, made.stderr
+    plan = load_plan(out)
+    assert plan["entry"]["run_dir"] == str(stubs["verl_root"])
+    assert plan["sources"]["run_dir"].startswith("derived from verl_dir")
+    assert run_scripts(out, stubs).returncode == 0
+    assert (stubs["log"] / "python3.cwd").read_text().strip() == str(stubs["verl_root"])
+    shown = run_cli("plan", "--verl-dir", str(stubs["verl_root"])).stdout
+    assert f"command (run from {stubs['verl_root']})" in shown and "derived from verl_dir" in shown
+    # in a container the checkout on this host is not where verl runs: /verl stays
+    boxed = json.loads(run_cli("plan", "--json", "--verl-dir", str(stubs["verl_root"]), "--container", "c1").stdout)
+    assert boxed["entry"]["run_dir"] == "/verl"
+
+
+# -- item 12: the small ones -----------------------------------------------------------------------------------
+
+def test_version_and_documented_completion():
+    from verl_deploy import __version__
+
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"verl-deploy {__version__}"
+    script = Path(sys.executable).parent / "verl-deploy"  # the installed command: completion is for its name
+    shown = subprocess.run([str(script), "--show-completion", "bash"], capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, SHELL="/bin/bash"))
+    assert shown.returncode == 0 and "complete -o default -F _verl_deploy_completion verl-deploy" in shown.stdout
+    assert "--install-completion" in run_cli("--help").stdout
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "verl-deploy --install-completion" in readme and "Python >= 3.11" in readme
+
+
+def test_flags_show_no_value_in_help():
+    text = run_cli("generate", "--help").stdout
+    for line in text.splitlines():
+        if any(flag in line for flag in ("--force ", "--json ", "--strict ", "--help ")):
+            assert "<bool>" not in line, line
+    assert "<path>" in text  # options that take a value still say what value
+
+
+def test_diagnose_says_an_empty_or_binary_file_is_not_a_verl_log(tmp_path):
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 64)
+    for path, why in ((empty, "it is empty"), (binary, "it is a binary file")):
+        result = run_cli("diagnose", str(path))
+        assert result.returncode == 2, result.stdout
+        assert f"{path} has no verl log lines: {why}" in result.stderr and "no failure found" not in result.stdout
+        data = json.loads(run_cli("diagnose", "--json", str(path)).stdout)
+        assert data["ok"] is False and why in data["findings"][0]["message"]
+    assert run_cli("diagnose", "-", input="").returncode == 2
+
+
+@pytest.mark.parametrize("version, newer", [("0.10.0", True), ("1.2.0", True), ("0.5.0", False)])
+def test_an_unsupported_version_fix_says_the_right_direction(version, newer):
+    result = run_cli("plan", "--verl-version", version)
+    line = next(line for line in result.stderr.splitlines() if line.startswith("error: verl_version:"))
+    assert result.returncode == 1 and "upgrade" not in line.lower()
+    assert ("newer than this verl-deploy knows" in line) is newer
+    assert ("update verl-deploy" in line) is newer
+
+
+def test_swanlab_login_help_lists_only_its_own_flags():
+    text = run_cli("swanlab", "login", "--help").stdout
+    flags = {word.rstrip(",") for word in text.split() if word.startswith("--")}
+    assert flags == {"--remember", "--no-remember", "--help", "--config", "--container", "--http-proxy",
+                     "--https-proxy", "--swanlab-host", "--swanlab-api-key"}, flags
+
+
+def test_the_config_index_cache_is_bounded(tmp_path):
+    from conftest import ROOT
+
+    from verl_deploy.verlconfig.index import INDEX_CACHE_LIMIT
+
+    shared = Path(os.environ["VERL_DEPLOY_CACHE_DIR"])
+    cache = tmp_path / "cache"
+    (cache / "index").mkdir(parents=True)
+    if (shared / "verl").exists():
+        (cache / "verl").symlink_to(shared / "verl")  # the wheels already fetched, not fetched again
+    for n in range(INDEX_CACHE_LIMIT + 20):
+        stale = cache / "index" / f"0.0.0-old-{n:04d}.json"
+        stale.write_text("{}")
+        os.utime(stale, (1_000_000 + n, 1_000_000 + n))
+    result = run_cli("plan", "--json", env={"VERL_DEPLOY_CACHE_DIR": str(cache)})
+    assert json.loads(result.stdout)["verl"]["checked_against"], result.stderr
+    left = sorted(p.name for p in (cache / "index").glob("*.json"))
+    assert len(left) == INDEX_CACHE_LIMIT
+    assert any(not name.startswith("0.0.0-old-") for name in left)  # the one just built is kept
+    assert "0.0.0-old-0000.json" not in left  # the least recently used went first
+    assert ROOT.exists()

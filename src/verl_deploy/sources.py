@@ -167,6 +167,10 @@ def resolve(
             values["nnodes"], sources["nnodes"] = len(hosts), "derived"
         if "master_addr" not in values and hosts:
             values["master_addr"], sources["master_addr"] = hosts[0], "derived"
+    if values.get("verl_dir") and "run_dir" not in values and not values.get("container"):
+        # no container: the checkout the user named is the verl that runs (local backend), not /verl
+        values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
+        sources["run_dir"] = "derived from verl_dir (no container: the training runs from that checkout)"
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
         values["train_pp"], sources["train_pp"] = 1, "derived"

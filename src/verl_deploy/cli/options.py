@@ -122,12 +122,13 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
 SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
 
 
-def spec_options(func: Callable) -> Callable:
+def spec_options(func: Callable, only: tuple[str, ...] | None = None) -> Callable:
     """Add the shared spec options to a command; the command receives them in **kwargs."""
     hints = typing.get_type_hints(func)  # the command module's own names, not ours
     own = [p.replace(annotation=hints.get(p.name, p.annotation))
            for p in inspect.signature(func).parameters.values() if p.kind is not P.VAR_KEYWORD]
-    shared = [P(name, P.KEYWORD_ONLY, default=option, annotation=annotation) for name, annotation, option in SPEC_OPTIONS]
+    shared = [P(name, P.KEYWORD_ONLY, default=option, annotation=annotation) for name, annotation, option in SPEC_OPTIONS
+              if only is None or name in only]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
@@ -138,6 +139,13 @@ def spec_options(func: Callable) -> Callable:
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     del wrapper.__wrapped__  # typer must read our signature, not the original's
     return wrapper
+
+
+def some_spec_options(*names: str) -> Callable[[Callable], Callable]:
+    """Only these shared options (a command that needs a few, e.g. `swanlab login`, lists only its own)."""
+    unknown = set(names) - SPEC_OPTION_NAMES
+    assert not unknown, unknown
+    return lambda func: spec_options(func, only=names)
 
 
 def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
