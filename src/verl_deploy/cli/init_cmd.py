@@ -77,10 +77,10 @@ def init_command(
     values = {**result.detected, **{k: v for k, v in answers.items()}}
     existing = _read_existing(config_path, config_file)
     if existing is not None:
-        # the file's own values stay as written: only answers that changed them, and what it lacks, go in
+        # the file's own values stay as written: only answers go in, where they differ from what the file
+        # said or the file lacks the field (detected facts stay in detected.json, not in the user's file)
         in_file = {name for name, source in result.spec.sources.items() if source == f"file {config_file}"}
-        values = {k: v for k, v in values.items()
-                  if k not in in_file or (k in answers and answers[k] != getattr(result.spec, k))}
+        values = {k: v for k, v in answers.items() if k not in in_file or v != getattr(result.spec, k)}
     try:
         resolve(flags=flags, environ=os.environ, config_file=config_file,
                 answers={k: v for k, v in values.items() if v is not None})  # valid?
