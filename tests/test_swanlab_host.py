@@ -128,7 +128,7 @@ def _lines(output: str, tag: str) -> dict:
 
 
 # Other swanlab versions, each installed with `pip install --target DIR swanlab==X` (os.pathsep-separated
-# dirs): the same test runs the stand-in trainer on each. Checked so with 0.5.9, 0.6.13, 0.7.20 and 0.8.5.
+# dirs): the same test runs the stand-in trainer on each. Checked so with 0.5.9, 0.6.13, 0.7.20, 0.8.5, 0.9.8.
 OTHER_VERSIONS = [d for d in os.environ.get("VERL_DEPLOY_SWANLAB_TARGETS", "").split(os.pathsep) if d]
 
 
