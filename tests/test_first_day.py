@@ -489,3 +489,14 @@ def test_the_config_index_cache_is_bounded(tmp_path):
     assert any(not name.startswith("0.0.0-old-") for name in left)  # the one just built is kept
     assert "0.0.0-old-0000.json" not in left  # the least recently used went first
     assert ROOT.exists()
+
+
+def test_on_a_terminal_plan_keeps_colour_and_still_says_on_and_off():
+    import re
+
+    term = Terminal(["plan"], {})
+    assert term.finish() == 0, term.raw[-2000:]
+    assert "\x1b[" in term.raw  # colour on a terminal
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", term.raw).replace("\r", "")
+    rows = {line.split()[0]: line.split() for line in plain.splitlines() if line.strip()[:1].isalpha()}
+    assert "on" in rows["remove_padding"] and "off" in rows["offload"]  # words, not colour alone
