@@ -107,9 +107,9 @@ def basics(term: Terminal, model_answers: tuple[str, ...] = ("\r",)) -> None:
         term.answer("Model directory", keys)
     term.answer("Training data")
     term.answer("Test data")
-    term.answer("Checkpoint directory")
     term.answer("Mode")
     term.answer("Framework")
+    term.answer("Checkpoint directory")  # after the framework: the derived directory names it
     term.answer("Container for the run")  # the running verl-npu container is first
 
 

@@ -162,7 +162,7 @@ def test_stop_stops_the_job_and_the_key_never_goes_into_the_job(job_host):
     submission = f"verl-deploy-{run['id']}-attempt-1"
     job = next(j for j in job_host["cluster"]["client"].list_jobs() if j.submission_id == submission)
     assert "sk-secret-ray-77" not in json.dumps(job.runtime_env)
-    assert job.runtime_env["env_vars"]["SWANLAB_HOST"] == "http://127.0.0.1:9"
+    assert job.runtime_env["env_vars"]["SWANLAB_API_HOST"] == "http://127.0.0.1:9/api"  # what swanlab reads
     assert run_cli("stop", run["id"], env=job_host["env"]).returncode == 0
     deadline = time.monotonic() + 60
     while job_host["cluster"]["client"].get_job_status(submission) not in ("STOPPED", "FAILED"):

@@ -54,6 +54,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "prefix_caching": ("ENABLE_PREFIX_CACHING", "features"),
     "chunked_prefill": ("ENABLE_CHUNKED_PREFILL", "features"),
     "gradient_checkpointing": ("GRADIENT_CHECKPOINTING", "features"),
+    # the same value as another variable: the key reads that variable (edit it once at the top)
+    "max_num_batched_tokens": ("MAX_TOKEN_LEN", "hyper-parameters"),
+    "max_model_len": ("MAX_TOKEN_LEN", "hyper-parameters"),
+    "max_resp_len": ("MAX_RESPONSE_LENGTH", "hyper-parameters"),
 }
 GROUPS = ("paths", "run", "hyper-parameters", "parallelism", "features")
 
@@ -82,6 +86,24 @@ class Variable:
     name: str
     value: Any
     group: str
+    # bash arithmetic over variables above it, when the value is derived from them (run_training.sh
+    # then stays consistent when a user edits MAX_RESPONSE_LENGTH there)
+    expr: str | None = None
+
+
+def derived_expressions(spec: RunSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """variable -> (bash expression, variables it reads), for values the spec derives rather than holds."""
+    derived = {"MAX_TOKEN_LEN": ("$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))",
+                                 ("MAX_PROMPT_LENGTH", "MAX_RESPONSE_LENGTH"))}  # RunSpec.token_budget
+    if spec.overlong_buffer_len is None:  # RunSpec.effective_overlong_buffer_len
+        derived["OVERLONG_BUFFER_LEN"] = ("$((MAX_RESPONSE_LENGTH / 4 > 0 ? MAX_RESPONSE_LENGTH / 4 : 1))",
+                                          ("MAX_RESPONSE_LENGTH",))
+    if spec.mini_batch_size is None:  # RunSpec.effective_mini_batch_size
+        derived["MINI_BATCH_SIZE"] = ("$((TRAIN_BATCH_SIZE))", ("TRAIN_BATCH_SIZE",))
+    if spec.gen_batch_size is None:  # RunSpec.effective_gen_batch_size
+        factor = 3 if spec.filter_groups else 1
+        derived["GEN_BATCH_SIZE"] = (f"$((TRAIN_BATCH_SIZE * {factor}))", ("TRAIN_BATCH_SIZE",))
+    return derived
 
 
 @dataclass
@@ -214,6 +236,7 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     )
     overrides: list[Override] = []
     variables: dict[str, Variable] = {}
+    derived = derived_expressions(spec)
     for knob, value in knob_settings(spec, states):
         var_name, group = VARIABLES.get(knob, (None, ""))
         for key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
@@ -221,7 +244,10 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
             mapped = key.value_for(value)
             use_var = var_name if (var_name and not transformed) else None
             if use_var and use_var not in variables:
-                variables[use_var] = Variable(use_var, value, group)
+                expr, reads = derived.get(use_var, (None, ()))
+                if expr and not all(name in variables for name in reads):
+                    expr = None  # what it reads is not a variable here: the literal value
+                variables[use_var] = Variable(use_var, value, group, expr)
             overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
 
     for text in spec.overrides:

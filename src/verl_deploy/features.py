@@ -199,7 +199,8 @@ def resolve(
                 findings.append(error(
                     "features", f"{feature.name} does not apply to {where} (needs {need})",
                     f"drop {feature.name}" + (f"; {feature.note}" if feature.note else "")))
-            states[feature.name] = FeatureState(feature.name, on and applicable, why)
+            # a feature that does not apply sets no knob (its keys do not exist there): n/a, whatever was asked
+            states[feature.name] = FeatureState(feature.name, on and applicable, why if applicable else "n/a")
         elif not applicable:
             states[feature.name] = FeatureState(feature.name, False, "n/a")
         elif feature.default_on and not no_default_features:

@@ -63,14 +63,10 @@ def summary(plan: Plan) -> str:
 
 
 def swanlab_env(plan: Plan) -> list[tuple[str, str]]:
-    spec = plan.spec
-    if not spec.swanlab_on:
-        return []
-    env = [("SWANLAB_MODE", spec.swanlab_mode), ("SWANLAB_WORKSPACE", spec.swanlab_workspace),
-           ("SWANLAB_LOG_DIR", spec.swanlab_log_dir), ("SWANLAB_PROJECT", spec.project_name)]
-    if spec.swanlab_host:
-        env.insert(0, ("SWANLAB_HOST", spec.swanlab_host))
-    return env
+    """What start_verl.sh exports for SwanLab: the names the swanlab package really reads (swanlab_env.py)."""
+    from verl_deploy.swanlab_env import swanlab_environment
+
+    return swanlab_environment(plan.spec)
 
 
 def render_scripts(plan: Plan) -> dict[str, str]:
@@ -121,6 +117,7 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
         "mask": plan.mask,
         "overrides": [o.text() for o in plan.overrides],
         "environment": dict(plan.env),
+        "swanlab_environment": dict(swanlab_env(plan)),
         "findings": [f.as_dict() for f in findings],
         "memory": memory.to_dict() if memory is not None else None,
     }

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 import yaml
 from pydantic import ValidationError
 
+from verl_deploy.features import lookup
 from verl_deploy.findings import Finding, UserError, error
 from verl_deploy.secrets import load_swanlab_key
 from verl_deploy.spec import RunSpec, field_names, parse_hosts
@@ -120,7 +121,9 @@ def env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str
     offload = environ.get("ENABLE_OFFLOAD", "")
     if offload.strip().lower() in TRUTHY:
         existing = values.get("features", "")
-        values["features"] = f"{existing},offload" if existing else "offload"
+        named = {getattr(lookup(t.strip().lstrip("-!")), "name", None) for t in existing.split(",")}
+        if "offload" not in named:  # USER_FEATURES=offload ENABLE_OFFLOAD=1 is offload once
+            values["features"] = f"{existing},offload" if existing else "offload"
         sources["features"] = "env " + ("USER_FEATURES+ENABLE_OFFLOAD" if existing else "ENABLE_OFFLOAD")
     return values, sources
 
@@ -175,6 +178,10 @@ def resolve(
             values["nnodes"], sources["nnodes"] = len(hosts), "derived"
         if "master_addr" not in values and hosts:
             values["master_addr"], sources["master_addr"] = hosts[0], "derived"
+    if values.get("verl_dir") and "run_dir" not in values and not values.get("container"):
+        # no container: the checkout the user named is the verl that runs (local backend), not /verl
+        values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
+        sources["run_dir"] = "derived from verl_dir (no container: the training runs from that checkout)"
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
         values["train_pp"], sources["train_pp"] = 1, "derived"
@@ -182,6 +189,8 @@ def resolve(
         spec = RunSpec(**values)
     except ValidationError as exc:
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
+    if "image" not in values:
+        sources["image"] = "derived"  # from verl_version and device (images.py)
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
 

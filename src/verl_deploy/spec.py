@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from verl_deploy import names
 
@@ -19,8 +19,8 @@ Mode = Literal["dapo", "one-step-off"]
 Framework = Literal["megatron", "fsdp"]
 Device = Literal["npu", "gpu"]
 
-DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"
 DEFAULT_VERL_VERSION = "0.7.0"
+DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0"  # images.py's 0.7.0 A2 row
 
 
 # No node has more accelerators than this; a bound checked before a range is expanded, so
@@ -119,6 +119,7 @@ class RunSpec(BaseModel):
     mode: Mode = "dapo"
     framework: Framework = "megatron"
     device: Device = "npu"
+    npu_type: Literal["a2", "a3"] = Field("a2", description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image")
     verl_version: str = DEFAULT_VERL_VERSION
     verl_dir: Optional[str] = Field(None, description="verl checkout on this host to read version and configs from")
     run_dir: str = Field("/verl", description="verl source root where the training runs (in the container)")
@@ -138,7 +139,7 @@ class RunSpec(BaseModel):
     ray_port: int = Field(6379, ge=1, le=65535)
     socket_ifname: Optional[str] = None
     container: Optional[str] = None
-    image: str = DEFAULT_IMAGE
+    image: str = Field(DEFAULT_IMAGE, description="default: the official image of verl_version x device (images.py)")
     image_file: Optional[str] = Field(None, description="image tarball to `docker load` when the image is not local")
     pull_timeout: int = Field(1800, ge=1, le=86_400, description="seconds a `docker pull` may take")
     mounts: list[str] = Field(default_factory=list, description="extra HOST:CONTAINER[:ro] binds for a new container")
@@ -214,6 +215,19 @@ class RunSpec(BaseModel):
     # where each value came from: field -> default|detected|file|env|flag|answer|derived
     sources: dict[str, str] = Field(default_factory=dict, exclude=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_image(cls, data: object) -> object:
+        """No image given: the official one for this verl release and device (images.py), not 0.7.0's NPU image."""
+        if isinstance(data, dict) and data.get("image") is None:
+            from verl_deploy.images import default_image
+
+            version = str(data.get("verl_version") or DEFAULT_VERL_VERSION).strip().lstrip("v")
+            device = str(data.get("device") or "npu").strip().lower()
+            npu_type = str(data.get("npu_type") or "a2").strip().lower()
+            data = {**data, "image": default_image(version, device, npu_type if npu_type in ("a2", "a3") else "a2")}
+        return data
+
     @field_validator("devices", mode="before")
     @classmethod
     def _devices(cls, value: object) -> list[int]:
@@ -253,6 +267,14 @@ class RunSpec(BaseModel):
         for text in value:
             parse_override(text)  # Hydra's own grammar; OverrideSyntaxError says how to fix it
         return value
+
+    @field_validator("swanlab_mode", mode="before")
+    @classmethod
+    def _swanlab_mode(cls, value: object) -> object:
+        """swanlab >= 0.8 calls the cloud mode `online` (and maps `cloud` to it): accept both spellings."""
+        if isinstance(value, str) and value.strip().lower() in ("online", "cloud"):
+            return "cloud"
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("verl_version")
     @classmethod
@@ -348,9 +370,11 @@ class RunSpec(BaseModel):
     # derived values: computed, never stored twice
     @property
     def swanlab_on(self) -> bool:
+        """On when the user says so, or gives a host. A key alone (saved by init or `swanlab login`, or an
+        SWANLAB_API_KEY kept in the shell for other work) never turns it on."""
         if self.swanlab is not None:
             return self.swanlab
-        return bool(self.swanlab_host or self.swanlab_api_key)
+        return bool(self.swanlab_host)
 
     @property
     def rollout_tp(self) -> int:

@@ -45,13 +45,9 @@ def client(address: str):
 def job_env(scripts_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     plan = json.loads((scripts_dir / "plan.json").read_text())
     env = {k: str(v) for k, v in plan.get("environment", {}).items()}
-    spec = plan.get("spec", {})
-    if plan.get("derived", {}).get("swanlab_on"):
-        for key, field in (("SWANLAB_HOST", "swanlab_host"), ("SWANLAB_MODE", "swanlab_mode"),
-                           ("SWANLAB_WORKSPACE", "swanlab_workspace"), ("SWANLAB_LOG_DIR", "swanlab_log_dir"),
-                           ("SWANLAB_PROJECT", "project_name")):
-            if spec.get(field):
-                env[key] = str(spec[field])
+    swanlab = plan.get("swanlab_environment")  # what start_verl.sh exports: the names swanlab reads
+    if isinstance(swanlab, dict):
+        env.update({str(k): str(v) for k, v in swanlab.items()})
     env.update({k: v for k, v in extra.items() if k not in SECRET_NAMES})
     return env
 

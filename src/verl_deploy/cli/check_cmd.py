@@ -86,7 +86,7 @@ def check_command(
         result = check_with(flags, config_file, search_roots=search_root, timeout=probe_timeout)
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
-    saved_to = str(save_detected(result.detected)) if save else None
+    saved_to = str(save_detected(result.detected, given=result.given_fields())) if save else None
     if json_output:
         document = result.as_dict()
         document["saved_to"] = saved_to

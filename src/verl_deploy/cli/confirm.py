@@ -51,8 +51,9 @@ def show_summary(prepared: Prepared, action: str) -> None:
             table.add_row(f"[bold]{group}[/]" if index == 0 else "", name, escape(value), source)
     out.print(table)
     if plan is not None:
-        states = " ".join(f"[green]{s.name}[/]" if s.on else f"[dim]{s.name}[/]" for s in plan.features)
-        out.print(f"[bold]features[/] mask {plan.mask}: {states}")
+        on = ", ".join(f"[green]{s.name}[/]" for s in plan.features if s.on) or "none"
+        off = ", ".join(f"[dim]{s.name}[/]" for s in plan.features if not s.on and s.why != "n/a") or "none"
+        out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
         for state in plan.features:
             if state.on:
                 why = "added by the memory estimate" if state.why == "estimate" else state.why

@@ -157,6 +157,18 @@ def diagnose_command(
         print_findings([error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}", "check the path and permissions")])
         raise typer.Exit(code=2)
 
+    not_a_log = None if follow else _not_a_verl_log(None if logfile == "-" else Path(logfile).expanduser(), scanner.lines)
+    if not_a_log:
+        finding = error("LOGFILE", f"{source} has no verl log lines: {not_a_log}",
+                        "pass the verl training log (the file start_verl.sh's output went to)")
+        if json_output:
+            print_json({"ok": False, "class": None, "findings": [finding.as_dict()]})
+        else:
+            from verl_deploy.cli.output import print_findings
+
+            print_findings([finding])
+        raise typer.Exit(code=2)
+
     result = diagnose(scanner)
     if json_output:
         if follow:
@@ -166,6 +178,25 @@ def diagnose_command(
     else:
         _print_diagnosis(result, source)
     raise typer.Exit(code=1 if result.failed else 0)
+
+
+def _not_a_verl_log(path: Path | None, lines: int) -> str | None:
+    """Why this input cannot be a verl log (empty, binary), or None. "No failure found" would be a lie."""
+    if lines == 0:
+        return "it is empty"
+    if path is None:
+        return None
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(65536)
+    except OSError:
+        return None
+    if b"\0" in head:
+        return "it is a binary file (NUL bytes), not text"
+    text = head.decode("utf-8", errors="replace")
+    if text.count("\ufffd") > len(text) // 10:
+        return "it is a binary file (mostly not UTF-8 text)"
+    return None
 
 
 def scan_to_end_of_now(reader, scanner) -> None:

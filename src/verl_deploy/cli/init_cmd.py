@@ -62,7 +62,7 @@ def init_command(
         config_file = str(config_path) if config_path.exists() else None
         with err.status("probing this host (verl-deploy check)…"):
             result = check_with(flags, config_file, search_roots=search_root)
-        save_detected(result.detected)
+        save_detected(result.detected, given=result.given_fields())
     except UserError as exc:
         raise fail(exc.findings) from None
     found = {area_id: area.data for area_id, area in result.areas.items()}
@@ -75,8 +75,15 @@ def init_command(
         err.print("stopped: nothing was written")
         raise typer.Exit(code=130) from None
     values = {**result.detected, **{k: v for k, v in answers.items()}}
+    existing = _read_existing(config_path, config_file)
+    if existing is not None:
+        # the file's own values stay as written: only answers go in, where they differ from what the file
+        # said or the file lacks the field (detected facts stay in detected.json, not in the user's file)
+        in_file = {name for name, source in result.spec.sources.items() if source == f"file {config_file}"}
+        values = {k: v for k, v in answers.items() if k not in in_file or v != getattr(result.spec, k)}
     try:
-        resolve(flags=flags, environ=os.environ, answers={k: v for k, v in values.items() if v is not None})  # valid?
+        resolve(flags=flags, environ=os.environ, config_file=config_file,
+                answers={k: v for k, v in values.items() if v is not None})  # valid?
     except UserError as exc:
         raise fail(exc.findings) from None
     if config_path.exists() and not force:
@@ -85,12 +92,29 @@ def init_command(
         if not questionary.confirm(f"{config_path} exists. Overwrite it?", default=True).unsafe_ask():
             err.print("stopped: nothing was written")
             raise typer.Exit(code=1)
-    written = write_config(config_path, {k: v for k, v in values.items() if v is not None or k == "container"})
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        kept = values if existing is not None else {k: v for k, v in values.items() if v is not None or k == "container"}
+        written = write_config(config_path, kept, existing=existing)
+    except (ValueError, YAMLError, OSError) as exc:
+        raise fail([error("config", f"cannot update {config_path}: {exc}", "fix the file, or write a new one with "
+                          "`verl-deploy init --config NEW.yaml`")]) from None
     if wizard.swanlab_key:
         err.print(f"[dim]SwanLab key kept in {save_swanlab_key(wizard.swanlab_key)} (mode 0600)[/]")
     console().print(f"wrote [bold]{written}[/] — next: verl-deploy plan --config {written}")
     if apply:
         _apply(spec_config=str(written), flags=flags, output_dir=output_dir, yes=yes)
+
+
+def _read_existing(config_path: Path, config_file: str | None) -> str | None:
+    """The config file's text, to update in place (None: write a new one)."""
+    if config_file is None:
+        return None
+    try:
+        return config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _apply(*, spec_config: str, flags: dict, output_dir: str, yes: bool) -> None:

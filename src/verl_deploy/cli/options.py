@@ -32,6 +32,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                  rich_help_panel="Run")),
     ("framework", Optional[str], _opt("--framework", help="megatron (default) | fsdp.", rich_help_panel="Run")),
     ("device", Optional[str], _opt("--device", help="npu (default) | gpu.", rich_help_panel="Run")),
+    ("npu_type", Optional[str], _opt("--npu-type", help="a2 (910B, default) | a3: which official image (check "
+                                     "detects it).", rich_help_panel="Run")),
     ("verl_version", Optional[str], _opt("--verl-version", help="Target verl version (default 0.7.0).",
                                          rich_help_panel="Run")),
     ("verl_dir", Optional[str], _opt("--verl-dir", help="A verl checkout on this host: version and configs are read from it.",
@@ -51,7 +53,8 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("socket_ifname", Optional[str], _opt("--socket-ifname", help="Network interface for HCCL/NCCL/GLOO.",
                                           rich_help_panel="Hardware")),
     ("container", Optional[str], _opt("--container", help="Container the run uses.", rich_help_panel="Hardware")),
-    ("image", Optional[str], _opt("--image", help="Image for a new container (default the verl 0.7.0 Ascend image).",
+    ("image", Optional[str], _opt("--image", help="Image for a new container (default: the official image of the "
+                                  "verl version and device, see README 'Official images').",
                                   rich_help_panel="Hardware")),
     ("image_file", Optional[str], _opt("--image-file", help="Image tarball (`docker save` output) loaded with "
                                        "`docker load` when the image is not on this host: no registry needed.",
@@ -134,12 +137,13 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
 SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
 
 
-def spec_options(func: Callable) -> Callable:
+def spec_options(func: Callable, only: tuple[str, ...] | None = None) -> Callable:
     """Add the shared spec options to a command; the command receives them in **kwargs."""
     hints = typing.get_type_hints(func)  # the command module's own names, not ours
     own = [p.replace(annotation=hints.get(p.name, p.annotation))
            for p in inspect.signature(func).parameters.values() if p.kind is not P.VAR_KEYWORD]
-    shared = [P(name, P.KEYWORD_ONLY, default=option, annotation=annotation) for name, annotation, option in SPEC_OPTIONS]
+    shared = [P(name, P.KEYWORD_ONLY, default=option, annotation=annotation) for name, annotation, option in SPEC_OPTIONS
+              if only is None or name in only]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
@@ -150,6 +154,13 @@ def spec_options(func: Callable) -> Callable:
     wrapper.__annotations__ = {p.name: p.annotation for p in params}
     del wrapper.__wrapped__  # typer must read our signature, not the original's
     return wrapper
+
+
+def some_spec_options(*names: str) -> Callable[[Callable], Callable]:
+    """Only these shared options (a command that needs a few, e.g. `swanlab login`, lists only its own)."""
+    unknown = set(names) - SPEC_OPTION_NAMES
+    assert not unknown, unknown
+    return lambda func: spec_options(func, only=names)
 
 
 def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:

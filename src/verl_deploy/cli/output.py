@@ -13,10 +13,21 @@ from verl_deploy.findings import Finding
 LEVEL_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+# Off a terminal (a pipe, a file, an agent) lines are never wrapped: a path or a command stays on one
+# line, whole, for grep and for programs. Rich would otherwise wrap at 80 columns (or $COLUMNS).
+OFF_TERMINAL_WIDTH = 100_000
+
+
 def console(stderr: bool = False):
+    """Rich console for people. On a terminal: its width and colours. Off one: no wrapping, no colour
+    (so nothing may mean something by colour alone: states are words, `on`/`off`)."""
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    out = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not out.is_terminal:
+        out = Console(stderr=stderr, highlight=False, soft_wrap=False, width=OFF_TERMINAL_WIDTH, no_color=True,
+                      color_system=None)
+    return out
 
 
 def print_json(data: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from verl_deploy.cli import app
-from verl_deploy.cli.options import spec_options
+from verl_deploy.cli.options import some_spec_options
 
 swanlab_app = typer.Typer(help="SwanLab: log in where the training runs (the key never on a command line).",
                           no_args_is_help=True)
@@ -43,7 +43,7 @@ def resolve_key(spec, *, interactive: bool) -> tuple[str, bool]:
 
 
 @swanlab_app.command("login", epilog=EPILOG)
-@spec_options
+@some_spec_options("config", "container", "swanlab_host", "swanlab_api_key", "http_proxy", "https_proxy")
 def login_command(
     remember: bool = typer.Option(True, "--remember/--no-remember", help="Keep a typed key in the 0600 file."),
     **options: Any,

@@ -7,7 +7,7 @@ from verl_deploy.pipeline import Prepared
 from verl_deploy.secrets import mask_secret
 
 SECTIONS: list[tuple[str, tuple[str, ...]]] = [
-    ("Run", ("mode", "framework", "device", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
+    ("Run", ("mode", "framework", "device", "npu_type", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
              "https_proxy")),
     ("Paths", ("model_path", "train_file", "test_file", "ckpts_dir", "prompt_key")),
     ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus",

@@ -40,6 +40,10 @@ class CheckResult:
     def ok(self) -> bool:
         return not any(f.level == "error" for f in self.findings)
 
+    def given_fields(self) -> set[str]:
+        """Fields the user chose (flag, env, file): not probed this time."""
+        return {name for name, source in self.spec.sources.items() if source not in ("default", "detected", "derived")}
+
     def verdict(self) -> str:
         errors = sum(f.level == "error" for f in self.findings)
         warnings = sum(f.level == "warning" for f in self.findings)
@@ -108,6 +112,9 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
             usable = [d["id"] for d in accel["devices"] if d["health"].upper() == "OK" and not d["busy"]]
             found["devices"] = usable or [d["id"] for d in accel["devices"]]
         found.update(_device_memory(context, accel["devices"]))
+        if accel.get("kind") == "npu" and not context.given("npu_type"):
+            # A3 (Atlas 800T A3) shows two chips per NPU; an A2 (910B) one
+            found["npu_type"] = "a3" if any(d.get("chip") == 1 for d in accel["devices"]) else "a2"
     network = areas["network"].data
     if not context.given("socket_ifname") and network.get("suggested_ifname"):
         found["socket_ifname"] = network["suggested_ifname"]

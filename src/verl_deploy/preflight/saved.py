@@ -10,7 +10,7 @@ import json
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from verl_deploy.statedir import state_dir
 
@@ -18,11 +18,16 @@ DETECTED_FILE = "detected.json"
 DETECTED_MAX_AGE = 24 * 3600
 
 
-def save_detected(detected: Mapping[str, Any]) -> Path:
+def save_detected(detected: Mapping[str, Any], *, given: Iterable[str] = ()) -> Path:
+    """Save what was found. A field the command was given explicitly was not probed this time, so what an
+    earlier check found for it is kept (an explicit --socket-ifname must not wipe the detected interface)."""
     path = state_dir() / DETECTED_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
+    previous, _ = load_detected()
+    values = {k: v for k, v in previous.items() if k in set(given) and k not in detected}
+    values.update(detected)
     record = {"host": socket.gethostname(), "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "values": dict(detected)}
+              "values": values}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2) + "\n")
     tmp.replace(path)

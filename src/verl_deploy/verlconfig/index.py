@@ -104,6 +104,7 @@ def build(source: ConfigSource, module: str, config_name: str, base_config: str,
     if cached.is_file():
         try:
             data = json.loads(cached.read_text(encoding="utf-8"))
+            os.utime(cached)  # recently used: the pruning keeps it
             return KeyIndex(data["kinds"], frozenset(data["targets"]), data["origin"])
         except (OSError, ValueError, KeyError):
             pass
@@ -115,7 +116,27 @@ def build(source: ConfigSource, module: str, config_name: str, base_config: str,
         pass
     index = KeyIndex(kinds, frozenset(targets), origin)
     _write_atomic(cached, {"kinds": kinds, "targets": sorted(targets), "origin": origin})
+    prune(cached.parent, keep=INDEX_CACHE_LIMIT)
     return index
+
+
+# Each verl checkout path, version and entry config gets its own index file; without a bound a
+# machine that checks many checkouts (or tests in temporary dirs) would keep one file per config forever.
+INDEX_CACHE_LIMIT = 32
+
+
+def prune(directory: Path, *, keep: int) -> None:
+    """Keep the `keep` most recently used index files, remove the rest (best effort)."""
+    try:
+        files = [(p.stat().st_mtime, p) for p in directory.glob("*.json")]
+    except OSError:
+        return
+    files.sort(key=lambda item: item[0], reverse=True)
+    for _, path in files[keep:]:
+        try:
+            path.unlink()
+        except OSError:
+            pass
 
 
 def _write_atomic(path: Path, data: dict) -> None:

@@ -1,7 +1,10 @@
 """The YAML config `init` writes: one commented line per field, readable and reloadable.
 
-Values are dumped one at a time by PyYAML so quoting is always right; comments are the help
-text of the matching command-line flag. Secrets are never written here.
+A new file: values are dumped one at a time by PyYAML so quoting is always right; comments are
+the help text of the matching command-line flag. An existing file is updated in place with
+ruamel.yaml's round-trip mode (PyYAML drops comments, so it cannot): the user's comments, order,
+spelling (`verl-version`) and every field init did not ask about stay as written; only the
+answers that changed are replaced. Secrets are never written here.
 """
 
 from __future__ import annotations
@@ -63,12 +66,50 @@ def render_config(values: Mapping[str, Any]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_config(path: str | os.PathLike, values: Mapping[str, Any]) -> Path:
-    """Atomic write: a reader never sees half a file."""
+def update_config(text: str, values: Mapping[str, Any]) -> str:
+    """`text` (an existing config) with `values` set: comments, order, other keys and key spelling kept."""
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    rt = YAML()  # round-trip: keeps comments and layout
+    rt.preserve_quotes = True
+    rt.width = 10_000
+    _, indent, sequence_offset = load_yaml_guess_indent(text)
+    if indent:  # the file's own list indentation (`  - item` or `- item`); ruamel guesses the sequence's
+        offset = sequence_offset or 0
+        rt.indent(mapping=max(2, indent - offset), sequence=indent, offset=offset)
+    data = rt.load(text)
+    if data is None:
+        data = CommentedMap()
+    if not isinstance(data, dict):
+        raise ValueError("the file is not a mapping of field: value")
+    spelled = {str(key).replace("-", "_"): key for key in data}
+    for name, value in values.items():
+        if name in SECRET_FIELDS:
+            continue
+        key = spelled.get(name, name)
+        if value is None:  # an answer that clears a value: the field goes back to its default
+            data.pop(key, None)
+            continue
+        if key in data and data[key] == value:
+            continue  # unchanged: keep the user's own formatting
+        data[key] = list(value) if isinstance(value, tuple) else value
+    out = StringIO()
+    rt.dump(data, out)
+    return out.getvalue()
+
+
+def write_config(path: str | os.PathLike, values: Mapping[str, Any], *, existing: str | None = None) -> Path:
+    """Atomic write: a reader never sees half a file. With `existing`, that text is updated, not replaced."""
     target = Path(path)
+    text = render_config(values) if existing is None else update_config(existing, values)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     with os.fdopen(fd, "w") as handle:
-        handle.write(render_config(values))
+        handle.write(text)
     os.replace(tmp, target)
     return target

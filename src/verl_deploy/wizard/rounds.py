@@ -15,12 +15,11 @@ import questionary
 
 from verl_deploy import features as registry
 from verl_deploy.secrets import load_swanlab_key, mask_secret
-from verl_deploy.spec import DEFAULT_IMAGE, RunSpec, parse_devices
+from verl_deploy.spec import RunSpec, parse_devices
 
 ENTER_PATH = "enter a path…"
 NEW_CONTAINER = "create a new container"
 NO_CONTAINER = "no container: run on this host"
-PULL_DEFAULT = f"pull {DEFAULT_IMAGE}"
 ENTER_IMAGE = "enter an image…"
 
 
@@ -92,8 +91,6 @@ class Wizard:
         data = self.found.get("datasets", {}).get("candidates", [])
         self._path("Training data (parquet)", "train_file", data)
         self._path("Test data (parquet)", "test_file", data)
-        self._text("Checkpoint directory", "ckpts_dir", lambda t: bool(t.strip()) or "a directory is needed",
-                   default=self.spec.ckpts_dir or self.spec.effective_ckpts_dir)
         mode = ask(questionary.select("Mode", default=self.value("mode"), choices=[
             questionary.Choice("colocated DAPO (trainer and rollout share the devices)", "dapo"),
             questionary.Choice("one-step-off-policy (separate trainer and rollout devices)", "one-step-off")]))
@@ -104,8 +101,18 @@ class Wizard:
             rest = total - self.answers["trainer_gpus"]
             self._text("Rollout devices", "rollout_gpus", _int_between(1, rest, f"trainer + rollout <= {total} devices"),
                        int, default=min(self.value("rollout_gpus"), rest))
-        self.answers["framework"] = ask(questionary.select("Framework", choices=["megatron", "fsdp"],
-                                                           default=self.value("framework")))
+        if self.from_env("framework"):
+            self.say(f"  framework = {self.spec.framework} (from {self.spec.sources['framework']})")
+        else:
+            self.answers["framework"] = ask(questionary.select("Framework", choices=["megatron", "fsdp"],
+                                                               default=self.value("framework")))
+        # asked after mode and framework: the derived directory names them (…-fsdp-npu, …-megatron-gpu)
+        self._text("Checkpoint directory", "ckpts_dir", lambda t: bool(t.strip()) or "a directory is needed",
+                   default=self.spec.ckpts_dir or self.with_answers().effective_ckpts_dir)
+
+    def with_answers(self) -> RunSpec:
+        """The spec as answered so far (for values derived from several answers)."""
+        return self.spec.model_copy(update={k: v for k, v in self.answers.items() if k in RunSpec.model_fields})
 
     def container(self) -> bool:
         """Returns whether a new container will be created (the proxy round then follows)."""
@@ -122,9 +129,10 @@ class Wizard:
             self.answers["container"] = picked
             return False
         images = [i["ref"] for i in self.found.get("docker", {}).get("images", [])]
-        image = ask(questionary.select("Image", choices=[*images, PULL_DEFAULT, ENTER_IMAGE]))
-        if image == PULL_DEFAULT:
-            image = DEFAULT_IMAGE
+        pull = f"pull {self.spec.image}"  # the official image of this verl release and device (images.py)
+        image = ask(questionary.select("Image", choices=[*images, pull, ENTER_IMAGE]))
+        if image == pull:
+            image = self.spec.image
         elif image == ENTER_IMAGE:
             image = ask(questionary.text("Image", validate=lambda t: bool(t.strip()) or "an image is needed")).strip()
         self.answers["image"] = image
@@ -163,7 +171,11 @@ class Wizard:
     def features(self) -> None:
         self.say("Round 5/6 — features")
         framework, device = self.value("framework"), self.value("device")
-        how = ask(questionary.select("Features", choices=[
+        before, _ = registry.resolve(framework=framework, device=device, mask=self.spec.mask,
+                                     user_features=self.spec.features, no_default_features=self.spec.no_default_features)
+        current = "mask" if self.spec.mask else ("choose" if self.spec.features or self.spec.no_default_features
+                                                 else "default")
+        how = ask(questionary.select("Features", default=current, choices=[
             questionary.Choice("default: performance features on, memory features off (added on OOM)", "default"),
             questionary.Choice("choose features", "choose"),
             questionary.Choice("enter a 7-bit mask (RmvPad DynBSZ Offload PfxCache Recompute SwapOpt VPP)", "mask")]))
@@ -192,6 +204,10 @@ class Wizard:
             self.answers.update(mask=None, features=chosen, no_default_features=False)
         states, findings = registry.resolve(framework=framework, device=device, mask=self.answers["mask"],
                                             user_features=self.answers["features"])
+        if [(s.name, s.on) for s in states] == [(s.name, s.on) for s in before]:
+            # the same features as the config's: keep them as the user wrote them there
+            for name in ("mask", "features", "no_default_features"):
+                self.answers.pop(name, None)
         for finding in findings:
             self.say(f"  note: {finding.message}")
         self.say("  on: " + (", ".join(s.name for s in states if s.on) or "none"))
@@ -202,6 +218,17 @@ class Wizard:
         self._text("Batch size (prompts per step)", "batch_size", _int_at_least(1), int)
         self._text("Learning rate", "lr", _float_positive, float)
         devices = self.value("trainer_gpus") if self.value("mode") == "one-step-off" else len(self.value("devices"))
+        if self.value("framework") == "fsdp":  # FSDP shards the model: no training TP/PP, only the rollout's TP
+            rollout = self.value("rollout_gpus") if self.value("mode") == "one-step-off" else devices
+            self._text("Rollout tensor parallel (vLLM TP)", "gen_tp", _divides(rollout, "rollout TP", whose="rollout"), int,
+                       default=self.with_answers().rollout_tp)
+        else:
+            self._megatron_layout(devices)
+        self._text("Responses per prompt", "n_resp_per_prompt", _int_at_least(1), int)
+        self._text("Max prompt length", "max_prompt_length", _int_at_least(16), int)
+        self._text("Max response length", "max_response_length", _int_at_least(16), int)
+
+    def _megatron_layout(self, devices: int) -> None:
         self._text("Tensor parallel (TP)", "train_tp", _divides(devices, "TP"), int)
         tp = self.value("train_tp")
         if self.value("mode") == "one-step-off":
@@ -209,9 +236,6 @@ class Wizard:
             self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
         else:
             self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
-        self._text("Responses per prompt", "n_resp_per_prompt", _int_at_least(1), int)
-        self._text("Max prompt length", "max_prompt_length", _int_at_least(16), int)
-        self._text("Max response length", "max_response_length", _int_at_least(16), int)
 
     def run(self) -> dict[str, Any]:
         self.basics()
@@ -247,12 +271,12 @@ def _float_positive(text: str) -> bool | str:
         return "a number > 0, e.g. 1e-6"
 
 
-def _divides(devices: int, what: str, times: int = 1) -> Callable[[str], bool | str]:
+def _divides(devices: int, what: str, times: int = 1, whose: str = "trainer") -> Callable[[str], bool | str]:
     def check(text: str) -> bool | str:
         if not text.strip().isdigit() or int(text) < 1:
             return "a whole number >= 1"
         product = int(text) * times
-        return devices % product == 0 or f"{what} = {product} does not divide the {devices} trainer devices"
+        return devices % product == 0 or f"{what} = {product} does not divide the {devices} {whose} devices"
     return check
 
 
