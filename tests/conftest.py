@@ -94,9 +94,10 @@ def has_shellcheck() -> bool:
 
 FAKES = Path(__file__).parent / "fakes"
 HW = FIXTURES / "hw"
-TINY_MODEL = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 64,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 128,
-              "vocab_size": 1000, "torch_dtype": "bfloat16"}
+# Tiny in size, but with Qwen3-8B's head layout (32 heads, 8 KV groups): the runtime rules check TP against them.
+TINY_MODEL = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 16, "intermediate_size": 128,
+              "vocab_size": 1000, "torch_dtype": "bfloat16", "max_position_embeddings": 40960}
 
 
 def make_model(root: Path, config: dict, *, shards: int = 2, drop_shard: bool = False, tokenizer: bool = True) -> Path:

@@ -93,4 +93,6 @@ def test_missing_paths_warn_but_fail_under_strict():
 @pytest.mark.parametrize("version", ["0.5.0", "0.6.2", "1.2.0"])
 def test_unsupported_version(version):
     found = errors({"verl_version": version})
-    assert found[0].field == "verl_version" and "not supported" in found[0].message
+    assert found[0].field == "verl_version"
+    assert ("newer than this verl-deploy knows" if version.startswith("1.") else "not supported") in found[0].message
+    assert "upgrade" not in found[0].fix

@@ -11,6 +11,7 @@ derandomized so a run is repeatable; locally each run explores new ones.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import resource
 import subprocess
@@ -85,11 +86,20 @@ def check_outcome(result, elapsed: float) -> None:
     assert elapsed < SECONDS_PER_RUN, elapsed
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     if result.exit_code == 1:
-        assert errors or "not ready" in result.output, result.output[-2000:]
+        assert errors or "not ready" in result.output or json_refusal(result.output), result.output[-2000:]
     for line in errors:
         assert " — fix: " in line, line  # one line: the field, what is wrong, and how to fix it
     if result.exit_code == 2:  # the argument parser's own refusal (unknown option, not a number, ...)
-        assert "Error" in result.output or errors, result.output[-2000:]
+        assert "Error" in result.output or errors or json_refusal(result.output), result.output[-2000:]
+
+
+def json_refusal(output: str) -> bool:
+    """--json: the refusal is findings, each with its field and fix."""
+    try:
+        findings = json.loads(output).get("findings") or []
+    except (ValueError, AttributeError):
+        return False
+    return bool(findings) and all(f.get("field") and f.get("fix") for f in findings if f.get("level") == "error")
 
 
 counter = itertools.count()

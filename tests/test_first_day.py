@@ -160,7 +160,8 @@ def test_editing_max_response_length_in_run_training_keeps_derived_values_consis
     values = dict(item.lstrip("+").split("=", 1) for item in argv if "=" in item and not item.startswith("--"))
     r = "actor_rollout_ref.rollout."
     assert values["data.max_response_length"] == "4096"
-    assert values[r + "max_model_len"] == values[r + "max_num_batched_tokens"] == str(2048 + 4096)
+    assert values[r + "max_num_batched_tokens"] == str(2048 + 4096)
+    assert r + "max_model_len" not in values  # verl 0.7.0's vLLM server ignores it, so it is not sent
     assert values["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"] == str(2048 + 4096)
     assert values["reward_model.reward_kwargs.max_resp_len"] == "4096"
     assert values["reward_model.overlong_buffer.len"] == str(4096 // 4)
@@ -435,7 +436,7 @@ def test_flags_show_no_value_in_help():
     for line in text.splitlines():
         if any(flag in line for flag in ("--force ", "--json ", "--strict ", "--help ")):
             assert "<bool>" not in line, line
-    assert "<path>" in text  # options that take a value still say what value
+    assert any("--output-dir" in line and "DIR" in line for line in text.splitlines())  # a value still says what
 
 
 def test_diagnose_says_an_empty_or_binary_file_is_not_a_verl_log(tmp_path):

@@ -105,7 +105,7 @@ def check_head_address(spec: RunSpec, facts: Facts) -> list[Finding]:
     """Workers join the head at master_addr: a loopback address would have each wait on itself."""
     import ipaddress
 
-    if spec.nnodes <= 1:
+    if spec.nnodes <= 1 or spec.head_from_scheduler:
         return []
     try:
         loopback = ipaddress.ip_address(spec.master_addr).is_loopback

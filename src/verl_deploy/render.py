@@ -136,8 +136,10 @@ def existing_outputs(directory: Path) -> list[str]:
 LOCK_WAIT_SECONDS = 30.0
 
 
-def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool) -> Written | Finding:
-    """Write the scripts, plan.json and (if there is a key) swanlab.env as one set, or nothing.
+def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
+                  extra: dict[str, str] | None = None) -> Written | Finding:
+    """Write the scripts, plan.json, (if there is a key) swanlab.env and a scheduler's `extra` files
+    (submit.sbatch, rayjob.yaml) as one set, or nothing.
 
     Under an exclusive lock on the parent directory (two `generate` into one directory take turns:
     the second sees the first's files and needs --force), every file is written and synced into a
@@ -151,6 +153,7 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool) -
     secret = plan.spec.swanlab_api_key
     if plan.spec.swanlab_on and secret is not None:
         files[SECRET_FILE] = "SWANLAB_API_KEY=" + _sh(secret.get_secret_value()) + "\n"
+    files.update(extra or {})
     directory = Path(os.path.abspath(directory))
     fix = "choose a writable --output-dir with free space (nothing was changed)"
     try:
@@ -226,7 +229,7 @@ def _swap_in(directory: Path, staging: Path, files: dict[str, str]) -> None:
     backup.mkdir()
     done: list[str] = []
     try:
-        for name in SCRIPT_NAMES:
+        for name in sorted(set(SCRIPT_NAMES) | set(files)):
             target = directory / name
             if os.path.lexists(target):
                 os.link(target, backup / name, follow_symlinks=False)

@@ -71,9 +71,10 @@ class KubeRayBackend(DetachedProcess):
         self.options = options  # SchedulerOptions
 
     def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
+        from verl_deploy.render import render_scripts
         from verl_deploy.sched.rayjob import render_rayjob
 
-        run_training = (scripts_dir / "run_training.sh").read_text()
+        run_training = render_scripts(plan)["run_training.sh"]  # the same text the set writes beside it
         return {"rayjob.yaml": render_rayjob(plan, self.options, run_training, job_name(scripts_dir.parent))}
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:

@@ -38,7 +38,7 @@ The SwanLab API key goes to swanlab.env (mode 0600) beside the scripts, never in
 @spec_options
 @scheduler_options
 def generate_command(
-    output_dir: str = typer.Option("verl_scripts", "--output-dir", help="Where to write the scripts."),
+    output_dir: str = typer.Option("verl_scripts", "--output-dir", metavar="DIR", help="Where to write the scripts."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing scripts."),
     json_output: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
     print_commands: bool = typer.Option(False, "--print-commands",
@@ -48,8 +48,9 @@ def generate_command(
 ) -> None:
     """Write the two scripts (start_verl.sh -> run_training.sh) and plan.json for this run."""
     from verl_deploy.cli.output import console, fail, print_findings, print_json
-    from verl_deploy.cli.run_common import prepare_from_options
-    from verl_deploy.findings import Finding, error
+    from verl_deploy.cli.options import flags_from
+    from verl_deploy.cli.run_common import prepare_from_flags
+    from verl_deploy.findings import Finding, UserError, error
     from verl_deploy.names import NameProblem
     from verl_deploy.names import path as valid_path
     from verl_deploy.render import plan_document, write_outputs
@@ -58,24 +59,22 @@ def generate_command(
         valid_path(output_dir, "output directory")
     except NameProblem as exc:
         raise fail([error("output_dir", str(exc), exc.fix)], as_json=json_output) from None
-    prepared = prepare_from_options(options, as_json=json_output)
+    try:
+        flags, config_file = flags_from(options)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    if scheduler in ("slurm", "kuberay"):
+        flags["head_from_scheduler"] = True  # the job gives the head's address at run time
+    prepared = prepare_from_flags(flags, config_file, ignore_detected=bool(options.get("ignore_detected")),
+                                  as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
     extra = scheduler_file(prepared.plan, scheduler, options, output_dir, force, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
-    written = write_outputs(prepared.plan, Path(output_dir), document, force=force)
+    written = write_outputs(prepared.plan, Path(output_dir), document, force=force,
+                            extra=dict([extra]) if extra else None)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)
-    if extra:
-        from verl_deploy.render import _write_atomic
-
-        name, content = extra
-        try:
-            _write_atomic(written.directory / name, content, 0o644)
-        except OSError as exc:
-            raise fail([error("output_dir", f"cannot write {name}: {exc.strerror or exc}", "choose a writable "
-                              "--output-dir")], as_json=json_output) from None
-        written.files = sorted([*written.files, name])
     commands = node_commands(prepared.spec, written.directory)
     if json_output:
         print_json({"ok": True, "output_dir": str(written.directory), "files": written.files,
@@ -102,12 +101,12 @@ def generate_command(
                 out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
-def scheduler_file(plan, scheduler: str, options: dict, output_dir: Path, force: bool,
+def scheduler_file(plan, scheduler: str, options: dict, output_dir: str | Path, force: bool,
                    json_output: bool) -> tuple[str, str] | None:
     """(file name, content) for --scheduler, rendered before anything is written; None for none."""
     from verl_deploy.cli.output import fail
     from verl_deploy.cli.sched_options import scheduler_from
-    from verl_deploy.findings import UserError
+    from verl_deploy.findings import UserError, error
 
     if scheduler not in ("none", "slurm", "kuberay"):
         raise fail([error("scheduler", f"{scheduler!r} is not a scheduler", "use --scheduler slurm, kuberay or none")],
@@ -127,7 +126,7 @@ def scheduler_file(plan, scheduler: str, options: dict, output_dir: Path, force:
         from verl_deploy.sched.rayjob import render_rayjob
 
         name, content = "rayjob.yaml", render_rayjob(plan, sched, render_scripts(plan)["run_training.sh"])
-    if (output_dir / name).exists() and not force:
+    if (Path(output_dir) / name).exists() and not force:
         raise fail([error("output_dir", f"{output_dir} already has {name}",
                           "pass --force to overwrite, or choose another --output-dir")], as_json=json_output)
     return name, content

@@ -95,6 +95,8 @@ def launch_command(
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
+    if backend in ("slurm", "kuberay"):
+        flags["head_from_scheduler"] = True  # the job gives the head's address at run time
     for url in notify or []:
         problem = invalid_notify_url(url)
         if problem:

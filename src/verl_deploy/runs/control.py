@@ -92,17 +92,16 @@ def write_scripts(spec: RunSpec, directory: Path, backend=None) -> None:
     """The attempt's scripts, and the files its backend adds (submit.sbatch, rayjob.yaml) from the same plan."""
     from verl_deploy.findings import Finding
     from verl_deploy.pipeline import prepare_spec
-    from verl_deploy.render import _write_atomic, plan_document, write_outputs
+    from verl_deploy.render import plan_document, write_outputs
 
     prepared = prepare_spec(spec)
     if prepared.plan is None or not prepared.ok:
         raise LaunchError("; ".join(f.line() for f in prepared.findings if f.level == "error"))
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
-    written = write_outputs(prepared.plan, directory, document, force=True)
+    extra = backend.extra_files(prepared.plan, directory) if backend else {}
+    written = write_outputs(prepared.plan, directory, document, force=True, extra=extra)
     if isinstance(written, Finding):
         raise LaunchError(written.line())
-    for name, content in (backend.extra_files(prepared.plan, directory) if backend else {}).items():
-        _write_atomic(directory / name, content, 0o644)
 
 
 def last_checkpoint(spec: RunSpec) -> int | None:
