@@ -13,7 +13,4 @@ PROFILE = Profile(
     overrides={**REWARD_KEYS, "grad_offload@megatron": ()},
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
     engine_workers_only=True,
-    notes=(
-        "DAPO needs verl-recipe at ac8b84f or later checked out as the verl tree's recipe/",
-    ),
 )
