@@ -19,15 +19,14 @@ from pathlib import Path
 
 # What verl's config code, trainer and recipe entry modules import at module level beyond the
 # test environment (read from verl's imports: verl/utils/config.py -> protocol.py (tensordict),
-# torch_functional.py (transformers), ray_trainer.py (codetiming, datasets via rl_dataset)).
+# torch_functional.py (transformers), ray_trainer.py (codetiming, datasets via rl_dataset)); anyio (httpx,
+# starlette) needs a newer typing_extensions than the test environment's.
 _COMMON = ["tensordict==0.10.0", "pyvers<0.2", "codetiming==1.4.0", "tqdm", "safetensors", "tokenizers==0.22.2",
            "pandas", "dill<0.4.2", "xxhash", "multiprocess<0.70.20", "pylatexenc", "math-verify", "latex2sympy2_extended",
            "antlr4-python3-runtime==4.9.3", "torchdata", "peft", "accelerate", "pillow", "httpx", "httpcore", "h11",
-           "anyio", "sniffio", "cachetools"]
+           "anyio", "sniffio", "cachetools", "fastapi", "starlette", "uvicorn", "typing_extensions>=4.16"]
 _TRANSFORMERS_4 = ["transformers==4.57.6", "huggingface-hub==0.36.0", "datasets==4.4.1", "hf-xet"]
-# 0.9's trainer also imports its HTTP server side (fastapi, uvicorn) and anyio needs a newer typing_extensions.
-_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet",
-                   "fastapi", "starlette", "uvicorn", "typing_extensions>=4.16"]
+_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet"]
 LIGHT_DEPS: dict[str, list[str]] = {
     "0.6.0": _COMMON + _TRANSFORMERS_4,
     "0.6.1": _COMMON + _TRANSFORMERS_4,

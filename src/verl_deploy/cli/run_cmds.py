@@ -55,6 +55,8 @@ def launch_command(
     start_timeout: float = typer.Option(180.0, "--start-timeout", min=1, metavar="SECONDS",
                                         help="Fail if the training writes nothing for this long after starting."),
     skip_check: bool = typer.Option(False, "--skip-check", help="Do not run `verl-deploy check` first."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run verl's own validation where the training runs "
+                                "first (when verl is importable there); what verl rejects blocks the launch."),
     search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR", help="For the check."),
     **options: Any,
 ) -> None:
@@ -93,6 +95,13 @@ def launch_command(
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
+    if verify and chosen != "ray":
+        from verl_deploy.verify import findings_for, verify_plan
+
+        verified = verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None)
+        rejected = [f for f in findings_for(verified, prepared.plan, required=False) if f.level == "error"]
+        if rejected:
+            raise fail(rejected, as_json=json_output)
     if len(spec.nodes) > 1 and chosen != "ray":
         from verl_deploy.backends.nodes import check_nodes
 

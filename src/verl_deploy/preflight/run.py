@@ -22,7 +22,8 @@ from verl_deploy.preflight.context import SEARCH_ROOTS, Context
 from verl_deploy.preflight.report import Area, finding_dict
 from verl_deploy.spec import RunSpec
 
-ORDER = ("accelerators", "ascend", "software", "docker", "models", "datasets", "network", "ray", "disk", "swanlab")
+ORDER = ("accelerators", "ascend", "software", "stack", "docker", "models", "datasets", "network", "ray", "disk", "swanlab",
+         "verify")
 
 
 @dataclass

@@ -74,7 +74,7 @@ def verify_plan(plan, *, container: str | None = None, python: str | None = None
         return VerifyResult(where, "unavailable", detail=str(exc), **base)
     data = parse_output(done.stdout)
     if data is None:
-        missing = done.returncode in (126, 127) or "executable file not found" in done.stderr
+        missing = done.returncode in (0, 126, 127) or "executable file not found" in done.stderr
         status = "unavailable" if missing or "No such container" in done.stderr else "error"
         return VerifyResult(where, status, detail=_tail(done.stderr) or f"exit status {done.returncode}", **base)
     if data.get("verl_missing"):
@@ -84,6 +84,18 @@ def verify_plan(plan, *, container: str | None = None, python: str | None = None
     return VerifyResult(where, "passed" if data.get("ok") else "failed", data.get("verl_version"),
                         data.get("verl_path"), plan.entry_module, plan.config_name, data.get("run_dir") or run_dir,
                         steps)
+
+
+def check_area(plan, container: str | None):
+    """check's "verl's own validation" area: verify where the run happens, as rows."""
+    from verl_deploy.preflight.report import Area
+
+    area = Area("verify", "verl's own validation")
+    result = verify_plan(plan, container=container)
+    area.data = result.as_dict()
+    for finding in findings_for(result, plan, required=False):
+        getattr(area, finding.level)(finding.field, finding.message, finding.fix)
+    return area
 
 
 # verl's words -> (our field, the verl key, the fix). First match wins; the message itself is always shown.
