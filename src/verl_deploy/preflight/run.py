@@ -184,5 +184,9 @@ def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_ro
     second["software"].seconds += first["software"].seconds
     second["datasets"].seconds += first["datasets"].seconds
     areas = {**first, **second}
+    if final.device == "npu":
+        from verl_deploy.preflight.stack import judge_stack
+
+        areas["stack"] = judge_stack(final.verl_version, versions, second["ascend"].data.get("cann_version"))
     ordered = {area_id: areas[area_id] for area_id in ORDER if area_id in areas}
     return CheckResult(final, ordered, detected, time.monotonic() - started)
