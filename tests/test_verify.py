@@ -165,3 +165,15 @@ def test_start_script_checks_the_entry_imports_before_ray(tmp_path, stubs):
     assert "recipe.dapo.main_dapo" in (stubs["log"] / "python3.checks").read_text()
     ok = run_scripts(out, stubs)
     assert ok.returncode == 0 and "start --head" in (stubs["log"] / "ray.calls").read_text()
+
+
+def test_launch_is_blocked_by_what_verl_rejects_before_anything_starts(tmp_path):
+    site = site_or_skip("0.9.1")
+    root = run_dir_with(tmp_path, site, fixture_for("0.9.1"))
+    env = {"PATH": f"{python_with(tmp_path, site).parent}:{os.environ['PATH']}",
+           "VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
+    result = run_cli("launch", "--yes", "--skip-check", "--backend", "local", "--verl-version", "0.9.1",
+                     "--run-dir", str(root), "--override", "actor_rollout_ref.rollout.temperature=0", env=env)
+    assert result.returncode == 1
+    assert "validation gen temperature should be greater than 0" in result.stdout + result.stderr
+    assert json.loads(run_cli("runs", "--json", env=env).stdout)["runs"] == []  # nothing was started
