@@ -177,3 +177,28 @@ def test_launch_is_blocked_by_what_verl_rejects_before_anything_starts(tmp_path)
     assert result.returncode == 1
     assert "validation gen temperature should be greater than 0" in result.stdout + result.stderr
     assert json.loads(run_cli("runs", "--json", env=env).stdout)["runs"] == []  # nothing was started
+
+
+def test_verify_runs_on_the_ray_head_as_a_job(tmp_path_factory):
+    pytest.importorskip("ray")
+    from test_ray import cluster as _cluster  # the private head the Ray tests use (free ports, own temp dir)
+
+    site = site_or_skip("0.9.1")
+    tmp = tmp_path_factory.mktemp("rayverify")
+    root = run_dir_with(tmp, site, fixture_for("0.9.1"))
+    from verl_deploy.verify import verify_on_ray
+
+    head = _cluster.__wrapped__()  # the fixture's generator: start, then stop below
+    started = next(head)
+    try:
+        plan = dapo_plan("0.9.1", root, overrides=["actor_rollout_ref.rollout.temperature=0"])
+        result = verify_on_ray(plan, started["address"], python=str(python_with(tmp, site)))
+        assert result.where.startswith("Ray head") and result.status == "failed", result.as_dict()
+        assert result.verl_version == "0.9.1" and result.run_dir == str(root)
+        errors = [f for f in findings_for(result, plan, required=True) if f.level == "error"]
+        assert errors[0].field == "temperature" and "greater than 0" in errors[0].message
+        missing = verify_on_ray(dapo_plan("0.9.1", tmp / "absent"), started["address"],
+                                python=str(python_with(tmp, site)))
+        assert missing.status == "unavailable" and "does not exist there" in missing.detail
+    finally:
+        next(head, None)

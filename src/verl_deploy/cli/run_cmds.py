@@ -95,10 +95,11 @@ def launch_command(
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
-    if verify and chosen != "ray":
-        from verl_deploy.verify import findings_for, verify_plan
+    if verify:
+        from verl_deploy.verify import findings_for, verify_on_ray, verify_plan
 
-        verified = verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None)
+        verified = (verify_on_ray(prepared.plan, ray_address) if chosen == "ray" else
+                    verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None))
         rejected = [f for f in findings_for(verified, prepared.plan, required=False) if f.level == "error"]
         if rejected:
             raise fail(rejected, as_json=json_output)

@@ -72,11 +72,19 @@ def verify_plan(plan, *, container: str | None = None, python: str | None = None
         return VerifyResult(where, "error", detail=f"verl's validation did not finish within {timeout:g} s", **base)
     except OSError as exc:
         return VerifyResult(where, "unavailable", detail=str(exc), **base)
-    data = parse_output(done.stdout)
+    return _result(parse_output(done.stdout), done.returncode, done.stderr, where, python, plan, base)
+
+
+def _result(data: dict | None, returncode: int | None, stderr: str, where: str, python: str, plan,
+            base: dict) -> VerifyResult:
+    """The program's JSON (or its absence) as a VerifyResult."""
+    run_dir = base["run_dir"]
+    if data is not None and data.get("run_dir_missing"):
+        return VerifyResult(where, "unavailable", detail=f"the run directory {run_dir} does not exist there", **base)
     if data is None:
-        missing = done.returncode in (0, 126, 127) or "executable file not found" in done.stderr
-        status = "unavailable" if missing or "No such container" in done.stderr else "error"
-        return VerifyResult(where, status, detail=_tail(done.stderr) or f"exit status {done.returncode}", **base)
+        missing = returncode in (0, 126, 127) or "executable file not found" in stderr or "not found" in stderr[-300:]
+        status = "unavailable" if missing or "No such container" in stderr else "error"
+        return VerifyResult(where, status, detail=_tail(stderr) or f"exit status {returncode}", **base)
     if data.get("verl_missing"):
         return VerifyResult(where, "unavailable", detail=f"{python} there cannot import verl ({data['verl_missing']})",
                             **base)
@@ -84,6 +92,39 @@ def verify_plan(plan, *, container: str | None = None, python: str | None = None
     return VerifyResult(where, "passed" if data.get("ok") else "failed", data.get("verl_version"),
                         data.get("verl_path"), plan.entry_module, plan.config_name, data.get("run_dir") or run_dir,
                         steps)
+
+
+def verify_on_ray(plan, address: str, *, python: str = "python3", timeout: float = DEFAULT_TIMEOUT) -> VerifyResult:
+    """Run the program as a Ray job (it runs on the head node), from the run directory there."""
+    import shlex
+    import tempfile
+    import time
+    from pathlib import Path
+
+    spec = plan.spec
+    where = f"Ray head ({address})"
+    base = dict(entry=plan.entry_module, config_name=plan.config_name, run_dir=spec.run_dir)
+    program = build_program(plan.entry_module, plan.config_name, [o.text() for o in plan.overrides], spec.run_dir)
+    try:
+        from verl_deploy.backends.rayjobs import client
+
+        jobs = client(address)
+        with tempfile.TemporaryDirectory(prefix="verl-deploy-verify-") as tmp:
+            Path(tmp, "verl_deploy_verify.py").write_text(program, encoding="utf-8")
+            job = jobs.submit_job(entrypoint=f"{shlex.quote(python)} verl_deploy_verify.py",
+                                  runtime_env={"working_dir": tmp})
+        deadline = time.monotonic() + timeout
+        while str(jobs.get_job_status(job)).rsplit(".", 1)[-1] not in ("SUCCEEDED", "FAILED", "STOPPED"):
+            if time.monotonic() > deadline:
+                jobs.stop_job(job)
+                return VerifyResult(where, "error", detail=f"verl's validation did not finish within {timeout:g} s",
+                                    **base)
+            time.sleep(0.5)
+        logs = jobs.get_job_logs(job)
+        failed = str(jobs.get_job_status(job)).endswith("FAILED")
+    except Exception as exc:  # an unreachable or refusing cluster is a result, not a crash
+        return VerifyResult(where, "unavailable", detail=f"cannot run a job on {address}: {exc}"[:500], **base)
+    return _result(parse_output(logs), 1 if failed else 0, logs, where, python, plan, base)
 
 
 def check_area(plan, container: str | None):

@@ -58,6 +58,13 @@ def finish():
     sys.stdout.flush()
 
 
+if PAYLOAD.get("run_dir"):  # a Ray job starts in its uploaded working_dir: go to the run directory
+    if not os.path.isdir(PAYLOAD["run_dir"]):
+        result["run_dir_missing"] = PAYLOAD["run_dir"]
+        finish()
+        sys.exit(0)
+    os.chdir(PAYLOAD["run_dir"])
+    result["run_dir"] = os.getcwd()
 sys.path.insert(0, os.getcwd())  # python -m from the run directory: recipe/ resolves there
 try:
     with contextlib.redirect_stdout(sys.stderr):
@@ -143,10 +150,10 @@ DATACLASS_SECTIONS = ("actor_rollout_ref.actor", "actor_rollout_ref.rollout", "a
                       "algorithm", "critic")
 
 
-def build_program(entry_module: str, config_name: str, overrides: list[str]) -> str:
-    """The program text for one plan: the payload as a JSON literal, then the body."""
+def build_program(entry_module: str, config_name: str, overrides: list[str], run_dir: str | None = None) -> str:
+    """The program text for one plan: the payload as a JSON literal, then the body. `run_dir`: chdir there first."""
     payload = {"entry_module": entry_module, "config_name": config_name, "overrides": list(overrides),
-               "dataclasses": list(DATACLASS_SECTIONS)}
+               "dataclasses": list(DATACLASS_SECTIONS), "run_dir": run_dir}
     return "PAYLOAD = " + json.dumps(payload) + "\n" + _BODY
 
 
