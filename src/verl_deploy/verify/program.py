@@ -154,7 +154,7 @@ def build_program(entry_module: str, config_name: str, overrides: list[str], run
     """The program text for one plan: the payload as a JSON literal, then the body. `run_dir`: chdir there first."""
     payload = {"entry_module": entry_module, "config_name": config_name, "overrides": list(overrides),
                "dataclasses": list(DATACLASS_SECTIONS), "run_dir": run_dir}
-    return "PAYLOAD = " + json.dumps(payload) + "\n" + _BODY
+    return "import json as _json\nPAYLOAD = _json.loads(" + repr(json.dumps(payload)) + ")\n" + _BODY
 
 
 def parse_output(stdout: str) -> dict | None:
