@@ -202,3 +202,39 @@ def test_verify_runs_on_the_ray_head_as_a_job(tmp_path_factory):
         assert missing.status == "unavailable" and "does not exist there" in missing.detail
     finally:
         next(head, None)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_printed_checkout_command_gives_the_chosen_recipe_commit(tmp_path):
+    """The fix start_verl.sh prints, run in a verl checkout whose recipe submodule pins another commit."""
+    from verl_deploy.profiles.recipes import RecipeSource
+
+    env = {**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
+           "GIT_CONFIG_VALUE_0": "always", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def git(*args, cwd):
+        return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True).stdout.strip()
+
+    recipe = tmp_path / "verl-recipe"
+    (recipe / "dapo").mkdir(parents=True)
+    git("init", "-q", cwd=recipe)
+    commits = []
+    for text in ("pinned", "works"):
+        (recipe / "dapo" / "main_dapo.py").write_text(f"# {text}\n")
+        git("add", "-A", cwd=recipe)
+        git("commit", "-qm", text, cwd=recipe)
+        commits.append(git("rev-parse", "HEAD", cwd=recipe))
+    verl = tmp_path / "verl"
+    verl.mkdir()
+    git("init", "-q", cwd=verl)
+    git("submodule", "add", "-q", str(recipe), "recipe", cwd=verl)
+    git("-C", "recipe", "checkout", "-q", commits[0], cwd=verl)
+    git("commit", "-qam", "pin the recipe", cwd=verl)
+    clone = tmp_path / "clone"
+    git("clone", "-q", str(verl), str(clone), cwd=tmp_path)  # a user's checkout: submodule not initialised
+    source = RecipeSource("verl-recipe", commits[1], pinned=commits[0][:7])
+    subprocess.run(["bash", "-c", source.checkout_command(str(clone), "0.9.1")], env=env, check=True,
+                   capture_output=True)
+    assert (clone / "recipe" / "dapo" / "main_dapo.py").read_text() == "# works\n"
+    assert git("rev-parse", "HEAD", cwd=clone) == git("rev-parse", "HEAD", cwd=verl)  # verl's own tree untouched

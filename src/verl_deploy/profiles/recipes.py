@@ -40,8 +40,11 @@ class RecipeSource:
         """The shell command that puts the right DAPO source under run_dir/recipe."""
         if self.kind == "in-tree":
             return f"git clone --branch v{version} https://github.com/verl-project/verl {run_dir}"
-        return (f"cd {run_dir} && (git -C recipe rev-parse 2>/dev/null || git clone {RECIPE_REPO} recipe) "
-                f"&& git -C recipe fetch --quiet origin && git -C recipe checkout {self.short}")
+        # the submodule first (a plain `git -C recipe` in an uninitialised submodule would act on verl's own repo)
+        command = f"cd {run_dir} && git submodule update --init recipe"
+        if self.pinned:  # the release pins a commit that does not import with it
+            command += f" && git -C recipe fetch --quiet origin && git -C recipe checkout {self.short}"
+        return command
 
     def note(self, version: str) -> str:
         if self.kind == "in-tree":
