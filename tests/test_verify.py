@@ -238,3 +238,16 @@ def test_the_printed_checkout_command_gives_the_chosen_recipe_commit(tmp_path):
                    capture_output=True)
     assert (clone / "recipe" / "dapo" / "main_dapo.py").read_text() == "# works\n"
     assert git("rev-parse", "HEAD", cwd=clone) == git("rev-parse", "HEAD", cwd=verl)  # verl's own tree untouched
+
+
+def test_check_includes_verls_own_validation_and_says_when_it_could_not_run(npu_host):
+    base = ["check", "--json", "--search-root", str(npu_host["root"]), "--run-dir", str(npu_host["tmp"] / "no-verl")]
+    data = json.loads(run_cli(*base, env=npu_host["env"]).stdout)
+    verify = data["areas"]["verify"]
+    assert verify["data"]["status"] == "unavailable" and verify["data"]["entry"] == "recipe.dapo.main_dapo"
+    assert verify["rows"][0]["status"] == "info" and "did not run" in verify["rows"][0]["value"]
+    assert not any(f["area"] == "verify" for f in data["findings"])  # not blocking: verl is not there
+    skipped = json.loads(run_cli(*base, "--no-verify", env=npu_host["env"]).stdout)
+    assert "verify" not in skipped["areas"]
+    stack = data["areas"]["stack"]  # the Ascend stack against verl 0.7.0's documented one
+    assert stack["data"]["release"] == "0.7.0" and "ascend_quick_start.rst" in stack["data"]["source"]
