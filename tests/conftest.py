@@ -30,6 +30,11 @@ VERL_BIN = [sys.executable, "-m", "verl_deploy"]
 
 STUB_PYTHON = """#!/usr/bin/env bash
 # stands in for verl's python3: records argv (NUL separated), cwd and environment
+if [ "$1" = -c ]; then  # start_verl.sh's entry import check
+    printf '%s\\n' "$*" >> "$STUB_LOG/python3.checks"
+    [ -z "${STUB_IMPORT_ERROR:-}" ] || { echo "$STUB_IMPORT_ERROR" >&2; exit 1; }
+    exit 0
+fi
 printf '%s\\0' "$@" > "$STUB_LOG/python3.argv"
 pwd > "$STUB_LOG/python3.cwd"
 env > "$STUB_LOG/python3.env"

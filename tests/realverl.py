@@ -1,13 +1,15 @@
-"""Real verl in tests: a release installed with `pip install --no-deps --target` plus the few light
-imports its config and data code needs (CPU torch comes from the test environment), cached per version.
+"""Real verl in the tests: a release installed once per machine, next to the light packages its
+config code and trainer modules import, and a way to run code against it.
 
-    site = verl_site("0.9.1")                 # None when it cannot be installed here (no index, no pip)
-    result = run_with_verl("0.9.1", code)     # python -c code with that verl importable
+`pip install --no-deps --target` keeps each release in its own directory (verl 0.7.x wants
+transformers 4, 0.9.x transformers 5, so they cannot share the global site-packages). torch,
+ray, hydra, omegaconf, numpy and pyarrow come from the test environment itself. The cache is
+$VERL_DEPLOY_TEST_CACHE, else ~/.cache/verl-deploy-tests; a directory is published only when
+complete (installed under a temporary name, then renamed), so a broken install never looks ready.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -15,57 +17,84 @@ import sys
 import tempfile
 from pathlib import Path
 
-# Enough of verl's dependencies to import verl.protocol, verl.utils.* and the config dataclasses on CPU.
-_LIGHT = ["tensordict==0.10.0", "pyvers", "codetiming", "regex", "tqdm", "safetensors", "tokenizers==0.22.1"]
-_HF = {
-    "old": ["transformers==4.57.1", "huggingface_hub==0.36.0"],  # verl < 0.9
-    "new": ["transformers==5.9.0", "huggingface_hub==1.5.0", "httpx", "httpcore", "h11", "anyio", "sniffio"],
+# What verl's config code, trainer and recipe entry modules import at module level beyond the
+# test environment (read from verl's imports: verl/utils/config.py -> protocol.py (tensordict),
+# torch_functional.py (transformers), ray_trainer.py (codetiming, datasets via rl_dataset)); anyio (httpx,
+# starlette) needs a newer typing_extensions than the test environment's.
+_COMMON = ["tensordict==0.10.0", "pyvers<0.2", "codetiming==1.4.0", "tqdm", "safetensors", "tokenizers==0.22.2",
+           "pandas", "dill<0.4.2", "xxhash", "multiprocess<0.70.20", "pylatexenc", "math-verify", "latex2sympy2_extended",
+           "antlr4-python3-runtime==4.9.3", "torchdata", "peft", "accelerate", "pillow", "httpx", "httpcore", "h11",
+           "anyio", "sniffio", "cachetools", "fastapi", "starlette", "uvicorn", "typing_extensions>=4.16"]
+_TRANSFORMERS_4 = ["transformers==4.57.6", "huggingface-hub==0.36.0", "datasets==4.4.1", "hf-xet"]
+_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet"]
+LIGHT_DEPS: dict[str, list[str]] = {
+    "0.6.0": _COMMON + _TRANSFORMERS_4,
+    "0.6.1": _COMMON + _TRANSFORMERS_4,
+    "0.7.0": _COMMON + _TRANSFORMERS_4,
+    "0.7.1": _COMMON + _TRANSFORMERS_4,
+    "0.8.0": _COMMON + _TRANSFORMERS_4,
+    "0.9.0": _COMMON + _TRANSFORMERS_5,
+    "0.9.1": _COMMON + _TRANSFORMERS_5,
 }
+_why_not: dict[str, str] = {}
 
 
-def _cache_root() -> Path:
-    root = os.environ.get("VERL_DEPLOY_TEST_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "verl-deploy-tests"
+def cache_root() -> Path:
+    """Where the releases are installed (shared by every test that runs real verl code)."""
+    return Path(os.environ.get("VERL_DEPLOY_TEST_CACHE") or Path.home() / ".cache" / "verl-deploy-tests")
 
 
-def _requirements(version: str) -> list[str]:
-    major_minor = tuple(int(p) for p in version.split(".")[:2])
-    return [f"verl=={version}", *_LIGHT, *_HF["new" if major_minor >= (0, 9) else "old"]]
+def why_not(version: str) -> str:
+    """Why verl_site(version) returned None (for the skip message)."""
+    return _why_not.get(version, f"verl {version} is not installable here")
 
 
 def verl_site(version: str) -> Path | None:
-    """The directory holding verl==version (+ light imports); installed once, atomically, under a lock."""
-    site = _cache_root() / f"verl-{version}"
-    if (site / "verl" / "version" / "version").is_file():
-        return site
-    site.parent.mkdir(parents=True, exist_ok=True)
-    with open(site.parent / f".verl-{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (site / "verl" / "version" / "version").is_file():
-            return site
-        staging = Path(tempfile.mkdtemp(prefix=f".verl-{version}-", dir=site.parent))
-        cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-               "--target", str(staging), *_requirements(version)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        if done is None or done.returncode != 0 or not (staging / "verl").is_dir():
-            shutil.rmtree(staging, ignore_errors=True)
-            return None
-        shutil.rmtree(site, ignore_errors=True)
-        os.replace(staging, site)
-    return site
+    """The directory holding verl==version and its light imports, installed once; None if it cannot be."""
+    target = cache_root() / f"verl-{version}"
+    if (target / "verl" / "__init__.py").is_file() and (target / ".complete").is_file():
+        return target
+    if version not in LIGHT_DEPS:
+        _why_not[version] = f"no list of light dependencies for verl {version} in tests/realverl.py"
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".verl-{version}-", dir=target.parent))
+    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
+           "--no-compile", "--target", str(staging), f"verl=={version}", *LIGHT_DEPS[version]]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        _why_not[version] = f"pip install verl=={version} failed: {exc}"
+        return None
+    if result.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        _why_not[version] = f"pip install verl=={version} --no-deps --target failed (no package index?): {last}"
+        return None
+    (staging / ".complete").write_text(version + "\n", encoding="utf-8")
+    if target.exists() and not (target / ".complete").is_file():
+        shutil.rmtree(target, ignore_errors=True)  # an older, unmarked install: replaced by this complete one
+    try:
+        os.replace(staging, target)
+    except OSError:  # another process published it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target if (target / ".complete").is_file() else None
+
+
+def env_with_verl(version: str, base: dict | None = None) -> dict[str, str]:
+    """An environment whose `python3` imports verl==version (PYTHONPATH first), or raises LookupError."""
+    site = verl_site(version)
+    if site is None:
+        raise LookupError(why_not(version))
+    env = dict(os.environ if base is None else base)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+    env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
 
 
 def run_with_verl(version: str, code: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run `python -c code` with verl==version importable (no devices: CPU torch, no Ray cluster)."""
-    site = verl_site(version)
-    if site is None:
-        raise RuntimeError(f"verl {version} cannot be installed here")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("VERL_USE_EXTERNAL_PLUGINS", "none")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          cwd=str(cwd or tempfile.gettempdir()), timeout=600)
+    """Run `code` in a fresh Python that imports verl==version; raises LookupError if not installable."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd,
+                          env=env_with_verl(version), timeout=300)

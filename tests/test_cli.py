@@ -203,7 +203,8 @@ def test_missing_recipe_is_reported_by_the_script(tmp_path, stubs):
     empty.mkdir()
     assert run_cli("generate", "--output-dir", str(out), "--run-dir", str(empty)).returncode == 0
     result = run_scripts(out, stubs)
-    assert result.returncode == 2 and "git submodule update" in result.stderr
+    assert result.returncode == 2 and "recipe/dapo/main_dapo.py is missing" in result.stderr
+    assert "git clone --branch v0.7.0" in result.stderr  # 0.7.0's DAPO is in its own source tree
 
 
 def test_verl_dir_reads_version_and_recipe_config(tmp_path):

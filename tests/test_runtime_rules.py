@@ -219,10 +219,10 @@ MCORE = "megatron-core==0.13.1"
 
 def mcore_site() -> Path | None:
     """megatron-core 0.13.1 (the Megatron verl's images ship) installed --no-deps beside the verl sites."""
-    site = realverl._cache_root() / "megatron-core-0.13.1"
+    site = realverl.cache_root() / "megatron-core-0.13.1"
     if (site / "megatron" / "core").is_dir():
         return site
-    staging = Path(tempfile.mkdtemp(prefix=".mcore-", dir=realverl._cache_root()))
+    staging = Path(tempfile.mkdtemp(prefix=".mcore-", dir=realverl.cache_root()))
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
                            "--target", str(staging), MCORE], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from verl_deploy.checks import Facts, read_model_facts, run_checks, sort_findings
 from verl_deploy.compiler import Plan, compile_plan
-from verl_deploy.findings import Finding, has_errors
+from verl_deploy.findings import Finding, has_errors, info
 from verl_deploy.profiles import Profile, profile_for
 from verl_deploy.rules import run_rules
 from verl_deploy.sources import resolve
@@ -46,6 +46,9 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     from verl_deploy.memory.findings import memory_findings
 
     findings += memory_findings(memory, memory_note)
+    from verl_deploy.profiles.recipes import plan_notes
+
+    findings += [info("verl_version", note, area="verl") for note in plan_notes(profile, spec.mode, spec.verl_version)]
     checked_against = None
     if check_verl:
         from verl_deploy.verlconfig.validate import validate_plan

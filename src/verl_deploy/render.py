@@ -69,6 +69,17 @@ def swanlab_env(plan: Plan) -> list[tuple[str, str]]:
     return swanlab_environment(plan.spec)
 
 
+def entry_fix(plan: Plan) -> str:
+    """How to get an entry module that imports with this release (the recipe source and the command)."""
+    from verl_deploy.profiles.recipes import dapo_source
+
+    spec = plan.spec
+    source = dapo_source(spec.verl_version) if spec.mode == "dapo" else None
+    if source is None:
+        return "recipes are not in verl wheels; use a verl source checkout of this release as --run-dir"
+    return f"{source.checkout_command(spec.run_dir, spec.verl_version)} ({source.why})"
+
+
 def render_scripts(plan: Plan) -> dict[str, str]:
     """{file name: content} for the two scripts."""
     spec = plan.spec
@@ -79,12 +90,12 @@ def render_scripts(plan: Plan) -> dict[str, str]:
     entry_hint = ""
     if plan.profile.is_recipe_entry(spec.mode):
         entry_file = plan.entry_module.replace(".", "/") + ".py"
-        entry_hint = ("recipes are not in verl wheels; use a verl source tree "
-                      "(after 0.7.0: git submodule update --init --recursive recipe)")
+        entry_hint = entry_fix(plan)
     common = {"tool_version": __version__, "verl_version": spec.verl_version, "summary": summary(plan)}
     start = env.get_template("start_verl.sh.j2").render(
         **common, set_env_scripts=plan.platform.set_env_scripts, env=plan.env, master_addr=spec.master_addr,
-        ray_port=spec.ray_port, swanlab_env=swanlab_env(plan),
+        ray_port=spec.ray_port, swanlab_env=swanlab_env(plan), run_dir=spec.run_dir, entry_module=plan.entry_module,
+        entry_fix=entry_fix(plan),
         ray_resources=plan.platform.ray_resource_args(len(spec.devices)), nnodes=spec.nnodes,
         devices_per_node=len(spec.devices), ray_resource=plan.platform.ray_resource, nodes=spec.nodes)
     run = env.get_template("run_training.sh.j2").render(

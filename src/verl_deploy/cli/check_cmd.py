@@ -28,6 +28,10 @@ network interfaces; a running Ray and its ports; free disk for checkpoints; Swan
 Values you did not set (device kind, device ids, interface, model and data paths, verl
 version) are filled from what was found and saved for `plan` and `generate` on this host.
 
+Then verl's own validation of the run's config (--no-verify to skip): where verl is installed
+(in --container, else python3 here, from --run-dir) the config is composed as the entry point
+does, verl's validate_config and config dataclasses run, and the entry module is imported.
+
 Exit status: 0 when nothing blocks the run (warnings allowed), 1 otherwise.
 """
 
@@ -61,6 +65,18 @@ def _show(result, verbose: bool, saved_to: str | None) -> None:
     out.print(f"[{style}]{escape(result.verdict())}[/]")
 
 
+def _add_verify(result) -> None:
+    """verl's own validation of the plan check resolved, in the container when it runs (else on this host)."""
+    from verl_deploy.pipeline import prepare_spec
+    from verl_deploy.verify import check_area
+
+    prepared = prepare_spec(result.spec, check_verl=False)
+    if prepared.plan is not None:
+        container = result.areas["docker"].data.get("container") if "docker" in result.areas else None
+        running = bool(container and container.get("running"))
+        result.areas["verify"] = check_area(prepared.plan, result.spec.container if running else None)
+
+
 @app.command("check", epilog=EPILOG)
 @spec_options
 def check_command(
@@ -72,6 +88,8 @@ def check_command(
     probe_timeout: float = typer.Option(10.0, "--probe-timeout", min=0.5, metavar="SECONDS",
                                         help="Give up on a command (npu-smi, docker, ray) after this long."),
     save: bool = typer.Option(True, "--save/--no-save", help="Save detected values for plan/generate on this host."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run verl's own validation of the run's config where "
+                                "it runs (inside --container, else here), when verl is there."),
     **options: Any,
 ) -> None:
     """Probe the host (or the run's container) and say whether the training can run here."""
@@ -86,6 +104,8 @@ def check_command(
         result = check_with(flags, config_file, search_roots=search_root, timeout=probe_timeout)
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
+    if verify:
+        _add_verify(result)
     saved_to = str(save_detected(result.detected, given=result.given_fields())) if save else None
     if json_output:
         document = result.as_dict()

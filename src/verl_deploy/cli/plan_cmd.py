@@ -22,6 +22,14 @@ Examples:
   verl-deploy plan --framework fsdp --device gpu --verl-version 0.9.1 --json | jq .overrides
 
   verl-deploy plan --device-memory-gb 32 --json | jq '.memory | {peak_gb, fits, needs}'   # a 910B4
+  verl-deploy plan --verify --container verl-npu      # + verl's own validation inside the container
+  verl-deploy plan --verify --run-dir ~/verl --json | jq .verify
+
+--verify runs verl's own code where the training will run (python3 in --container through
+`docker exec`, else python3 on this host, from --run-dir): it composes the config as the entry
+point does, runs verl's validate_config, builds the actor/rollout/algorithm dataclasses and
+imports the entry module, with no devices and no Ray. What verl rejects is an error with verl's
+own message.
 
 Exit status: 0 when there is no error, 1 otherwise (the findings say what and how to fix it).
 """
@@ -29,7 +37,10 @@ Exit status: 0 when there is no error, 1 otherwise (the findings say what and ho
 
 @app.command("plan", epilog=EPILOG)
 @spec_options
-def plan_command(json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."), **options: Any) -> None:
+def plan_command(json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+                 verify: bool = typer.Option(False, "--verify", help="Also run verl's own validation where the training "
+                                             "runs (inside --container, else on this host)."),
+                 **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
     from verl_deploy.cli.run_common import prepare_from_options
@@ -39,10 +50,19 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     prepared = prepare_from_options(options, as_json=json_output)
     if prepared.plan is None:
         raise fail(prepared.findings, as_json=json_output)
+    verified = None
+    if verify:
+        from verl_deploy.checks import sort_findings
+        from verl_deploy.verify import findings_for, verify_plan
+
+        verified = verify_plan(prepared.plan, container=prepared.spec.container)
+        prepared.findings = sort_findings(prepared.findings + findings_for(verified, prepared.plan, required=True))
     if json_output:
         document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
         document["ok"] = prepared.ok
         document["command"] = ["python3", *prepared.plan.argv()]
+        if verified is not None:
+            document["verify"] = verified.as_dict()
         print_json(document)
     else:
         show_plan(prepared)

@@ -71,6 +71,8 @@ def launch_command(
     no_estimate: bool = typer.Option(False, "--no-estimate", help="Start without the memory features the memory "
                                                                    "estimate says the plan needs (the OOM ladder still "
                                                                    "adds them if it runs out of memory)."),
+    verify: bool = typer.Option(True, "--verify/--no-verify", help="Run verl's own validation where the training runs "
+                                "first (when verl is importable there); what verl rejects blocks the launch."),
     search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR", help="For the check."),
     reuse_ray: bool = typer.Option(False, "--reuse-ray", help="Use a Ray cluster already running on the port instead "
                                                               "of starting this run's own (it is then never stopped)."),
@@ -145,6 +147,14 @@ def launch_command(
             print_findings(errors)
             raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
                               "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
+    if verify and chosen in ("local", "docker", "ray"):  # a scheduler's job runs elsewhere
+        from verl_deploy.verify import findings_for, verify_on_ray, verify_plan
+
+        verified = (verify_on_ray(prepared.plan, ray_address) if chosen == "ray" else
+                    verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None))
+        rejected = [f for f in findings_for(verified, prepared.plan, required=False) if f.level == "error"]
+        if rejected:
+            raise fail(rejected, as_json=json_output)
     if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
 

@@ -22,7 +22,8 @@ from verl_deploy.preflight.context import SEARCH_ROOTS, Context
 from verl_deploy.preflight.report import Area, finding_dict
 from verl_deploy.spec import RunSpec
 
-ORDER = ("accelerators", "ascend", "software", "docker", "models", "datasets", "network", "ray", "disk", "swanlab")
+ORDER = ("accelerators", "ascend", "software", "stack", "docker", "models", "datasets", "network", "ray", "disk", "swanlab",
+         "verify")
 
 
 @dataclass
@@ -154,7 +155,7 @@ def _device_memory(context: Context, devices: list[dict]) -> dict[str, Any]:
     return found
 
 
-INSIDE_CONTAINER = ("software", "ascend")  # areas about the environment the training runs in
+INSIDE_CONTAINER = ("software", "ascend", "stack")  # areas about the environment the training runs in
 
 
 def _host_stands_in(areas: dict[str, Area], container: str) -> None:
@@ -222,6 +223,10 @@ def run_check(resolve_spec: Callable[[Mapping[str, Any]], RunSpec], *, search_ro
     second["software"].seconds += first["software"].seconds
     second["datasets"].seconds += first["datasets"].seconds
     areas = {**first, **second}
+    if final.device == "npu":
+        from verl_deploy.preflight.stack import judge_stack
+
+        areas["stack"] = judge_stack(final.verl_version, versions, second["ascend"].data.get("cann_version"))
     if spec.container and runner is host_runner:
         _host_stands_in(areas, spec.container)
     ordered = {area_id: areas[area_id] for area_id in ORDER if area_id in areas}

@@ -56,7 +56,6 @@ PROFILE = Profile(
     overrides=REWARD_KEYS,
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
     notes=(
-        "DAPO needs the verl source tree with `git submodule update --init --recursive recipe`",
         "the 0.7.1 wheel ships one-step-off configs without its .py files: run from a verl source checkout",
     ),
 )

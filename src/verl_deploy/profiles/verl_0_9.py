@@ -12,7 +12,4 @@ PROFILE = Profile(
     recipe_overlays=OVERLAYS,
     overrides={**REWARD_KEYS, "grad_offload@megatron": ()},
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
-    notes=(
-        "DAPO needs verl-recipe at ac8b84f or later checked out as the verl tree's recipe/",
-    ),
 )
