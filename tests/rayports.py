@@ -49,3 +49,26 @@ def node_ports(head: bool) -> list[str]:
     if head:
         args += [f"--ray-client-server-port={free_port()}"]
     return args
+
+
+def kill_processes_naming(temp_dir: str) -> None:
+    """Kill the processes whose command line names `temp_dir` (one test cluster's Ray), never this test's own
+    process or its parents, and no other Ray on the host."""
+    import os
+
+    import psutil
+
+    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    victims = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if process.pid not in me and any(temp_dir in part for part in process.info["cmdline"] or []):
+                victims.append(process)
+        except psutil.Error:
+            continue
+    for process in victims:
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(victims, timeout=10)

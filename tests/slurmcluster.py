@@ -174,22 +174,9 @@ def start(devices: int = 8, gres: str = "npu", cpus: int = 2) -> SlurmCluster:
 
 def stop_ray(temp_dir: str) -> None:
     """`ray stop` for one test cluster: the Ray processes started with this temp dir, and no other."""
-    import psutil
+    from rayports import kill_processes_naming
 
-    me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    victims = []
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if process.pid not in me and any(temp_dir in part for part in process.info["cmdline"] or []):
-                victims.append(process)
-        except psutil.Error:
-            continue
-    for process in victims:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=10)
+    kill_processes_naming(temp_dir)
 
 
 if __name__ == "__main__":

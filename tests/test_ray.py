@@ -17,11 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from conftest import VERL_BIN, run_cli
-from rayports import free_port, node_ports
+from rayports import free_port, kill_processes_naming, node_ports
 
 ray = pytest.importorskip("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
@@ -39,19 +38,7 @@ def ray_env() -> dict:
 
 def stop_cluster(temp_dir: str) -> None:
     """Kill the Ray processes of one cluster (found by its temp dir), leaving any other Ray alone."""
-    victims = []
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if any(temp_dir in part for part in process.info["cmdline"] or []):
-                victims.append(process)
-        except psutil.Error:
-            continue
-    for process in victims:
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(victims, timeout=10)
+    kill_processes_naming(temp_dir)
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
