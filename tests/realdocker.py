@@ -68,7 +68,8 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
-        subprocess.run(["umount", "-R", str(self.root / "data")], capture_output=True, check=False)
+        for mounted in ("data", "exec/netns/default", "exec"):  # dockerd's own mounts, should it have left any
+            subprocess.run(["umount", "-R", str(self.root / mounted)], capture_output=True, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
