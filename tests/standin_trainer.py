@@ -21,135 +21,138 @@ import os
 import sys
 import time
 
-args = {}
-for arg in sys.argv[1:]:
-    if "=" in arg and not arg.startswith("--"):
-        key, _, value = arg.lstrip("+").partition("=")
-        args[key] = value.strip("'\"")  # Hydra quoting of strings
+# Imported (start_verl.sh checks that the entry module imports before it starts Ray) it does nothing,
+# like verl's own main_dapo.py; run with `python3 -m` it trains.
+if __name__ == "__main__":
+    args = {}
+    for arg in sys.argv[1:]:
+        if "=" in arg and not arg.startswith("--"):
+            key, _, value = arg.lstrip("+").partition("=")
+            args[key] = value.strip("'\"")  # Hydra quoting of strings
 
 
-def arg(suffix, default=None):
-    for key, value in args.items():
-        if key == suffix or key.endswith("." + suffix):
-            return value
-    return default
+    def arg(suffix, default=None):
+        for key, value in args.items():
+            if key == suffix or key.endswith("." + suffix):
+                return value
+        return default
 
 
-def wait_for_stuck_allreduce():
-    """`hang`: sleeps here forever, like a rank waiting on a collective (the stall evidence test looks for this name)."""
-    while True:
-        time.sleep(1)
+    def wait_for_stuck_allreduce():
+        """`hang`: sleeps here forever, like a rank waiting on a collective (the stall evidence test looks for this name)."""
+        while True:
+            time.sleep(1)
 
 
-def say(line):
-    print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
+    def say(line):
+        print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
 
 
-total = int(arg("trainer.total_training_steps", arg("total_training_steps", "6")))
-save_freq = int(arg("trainer.save_freq", "2"))
-ckpt_dir = arg("trainer.default_local_dir", "checkpoints")
-offload = arg("param_offload") == "True"
-recompute = any(k.endswith("recompute_granularity") for k in args) or arg("enable_gradient_checkpointing") == "True"
-utilization = float(arg("rollout.gpu_memory_utilization", "0.6"))
-swanlab = "swanlab" in arg("trainer.logger", "")
-step_seconds = float(os.environ.get("STANDIN_STEP_SECONDS", "0.2"))
-fail = os.environ.get("STANDIN_FAIL", "")
-fail_step = int(os.environ.get("STANDIN_FAIL_STEP", "3"))
+    total = int(arg("trainer.total_training_steps", arg("total_training_steps", "6")))
+    save_freq = int(arg("trainer.save_freq", "2"))
+    ckpt_dir = arg("trainer.default_local_dir", "checkpoints")
+    offload = arg("param_offload") == "True"
+    recompute = any(k.endswith("recompute_granularity") for k in args) or arg("enable_gradient_checkpointing") == "True"
+    utilization = float(arg("rollout.gpu_memory_utilization", "0.6"))
+    swanlab = "swanlab" in arg("trainer.logger", "")
+    step_seconds = float(os.environ.get("STANDIN_STEP_SECONDS", "0.2"))
+    fail = os.environ.get("STANDIN_FAIL", "")
+    fail_step = int(os.environ.get("STANDIN_FAIL_STEP", "3"))
 
-say(f"{{'trainer': {{'total_training_steps': {total}, 'save_freq': {save_freq}}}}}")
-if fail == "kv_cache" and utilization > 0.5:
-    print("(WorkerDict pid=77) INFO 11-29 10:01:12 [kv_cache_utils.py:716] profiling", flush=True)
-    print("(EngineCore_DP0 pid=1102)   File \"/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py\", line 699, "
-          "in check_enough_kv_cache_memory", flush=True)
-    print("(EngineCore_DP0 pid=1102) ValueError: No available memory for the cache blocks. Try increasing "
-          "`gpu_memory_utilization` when initializing the engine.", flush=True)
-    sys.exit(1)
-
-megatron = any("megatron" in a for a in sys.argv[1:] if a.startswith("--config-name"))
-latest = os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")
-start = 0
-resume_mode = arg("trainer.resume_mode", "auto")
-folder = None
-if resume_mode == "auto" and os.path.exists(latest):
-    folder = os.path.join(ckpt_dir, f"global_step_{int(open(latest).read().strip())}")
-elif resume_mode == "resume_path":
-    folder = arg("trainer.resume_from_path")
-if folder:
-    start = int(folder.split("global_step_")[-1])
-    say(f"Load from checkpoint folder: {folder}")
-    say(f"Setting global step to {start}")
-    if not os.path.exists(os.path.join(folder, "data.pt")):  # verl crashes loading a torn checkpoint
-        print(f"FileNotFoundError: [Errno 2] No such file or directory: '{folder}/actor/dist_ckpt/metadata.json'",
-              flush=True)
+    say(f"{{'trainer': {{'total_training_steps': {total}, 'save_freq': {save_freq}}}}}")
+    if fail == "kv_cache" and utilization > 0.5:
+        print("(WorkerDict pid=77) INFO 11-29 10:01:12 [kv_cache_utils.py:716] profiling", flush=True)
+        print("(EngineCore_DP0 pid=1102)   File \"/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py\", line 699, "
+              "in check_enough_kv_cache_memory", flush=True)
+        print("(EngineCore_DP0 pid=1102) ValueError: No available memory for the cache blocks. Try increasing "
+              "`gpu_memory_utilization` when initializing the engine.", flush=True)
         sys.exit(1)
-    if fail == "resume_noop":
-        sys.exit(0)
-else:
-    say("Training from scratch")
 
-
-def save_checkpoint(step, torn=False):
-    """The files verl's checkpoint managers and trainer write; torn: killed half-way through."""
-    folder = os.path.join(ckpt_dir, f"global_step_{step}")
-    actor = os.path.join(folder, "actor")
-    if megatron:
-        files = ["dist_ckpt/common.pt", "dist_ckpt/__0_0.distcp", "dist_ckpt/.metadata", "dist_ckpt/metadata.json",
-                 "huggingface/config.json", "transformer_config.json"]
+    megatron = any("megatron" in a for a in sys.argv[1:] if a.startswith("--config-name"))
+    latest = os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")
+    start = 0
+    resume_mode = arg("trainer.resume_mode", "auto")
+    folder = None
+    if resume_mode == "auto" and os.path.exists(latest):
+        folder = os.path.join(ckpt_dir, f"global_step_{int(open(latest).read().strip())}")
+    elif resume_mode == "resume_path":
+        folder = arg("trainer.resume_from_path")
+    if folder:
+        start = int(folder.split("global_step_")[-1])
+        say(f"Load from checkpoint folder: {folder}")
+        say(f"Setting global step to {start}")
+        if not os.path.exists(os.path.join(folder, "data.pt")):  # verl crashes loading a torn checkpoint
+            print(f"FileNotFoundError: [Errno 2] No such file or directory: '{folder}/actor/dist_ckpt/metadata.json'",
+                  flush=True)
+            sys.exit(1)
+        if fail == "resume_noop":
+            sys.exit(0)
     else:
-        files = [f"{kind}_world_size_2_rank_{rank}.pt" for kind in ("model", "optim", "extra_state") for rank in (0, 1)]
-        files.append("huggingface/config.json")
-    if torn:
-        files = files[:2]
-    for name in files:
-        os.makedirs(os.path.dirname(os.path.join(actor, name)), exist_ok=True)
-        open(os.path.join(actor, name), "w").write("weights")
-    if not torn:
-        open(os.path.join(folder, "data.pt"), "w").write("dataloader")
-    open(latest, "w").write(str(step))
-    say(f"local_global_step_folder: {folder}")
+        say("Training from scratch")
 
-say(f"Total training steps: {total}")
-if swanlab:
-    say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
 
-for step in range(start + 1, total + 1):
-    time.sleep(step_seconds)
-    if fail == "device_oom" and ((not offload and step >= fail_step) or (offload and not recompute and step >= fail_step + 2)):
-        print("(WorkerDict pid=5107) Traceback (most recent call last):", flush=True)
-        print("(WorkerDict pid=5107)   File \"/verl/verl/workers/megatron_workers.py\", line 711, in update_actor", flush=True)
-        print("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB "
-              "total capacity; 49.47 GiB already allocated; 49.47 GiB current active; 1.32 GiB free; 57.55 GiB "
-              "reserved in total by PyTorch)", flush=True)
-        print("ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor()", flush=True)
-        if os.environ.get("STANDIN_MARK_FILE"):  # for benchmarks/recovery.py: when the OOM line was written
-            open(os.environ["STANDIN_MARK_FILE"], "a").write(f"{time.time()}\n")
-        time.sleep(float(os.environ.get("STANDIN_EXIT_DELAY", "0")))
-        sys.exit(1)
-    if fail == "host_oom" and step >= fail_step:
-        print("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", flush=True)
-        print("Memory on the node (IP: 10.0.0.2) where the task was running was 246.41GB / 251.54GB (0.979583), "
-              "which exceeds the memory usage threshold of 0.95.", flush=True)
-        sys.exit(1)
-    if fail == "hccl_timeout" and step >= fail_step:
-        print("[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation "
-              "timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) ran for 3600185 milliseconds "
-              "before timing out.", flush=True)
-        sys.exit(1)
-    if fail == "quit_early" and step >= fail_step:
-        sys.exit(0)
-    if fail == "torn_checkpoint" and step == fail_step and not offload:
-        save_checkpoint(step, torn=True)
-        print("RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; "
-              "49.47 GiB already allocated; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)", flush=True)
-        sys.exit(1)
-    if fail == "hang" and step >= fail_step:
-        wait_for_stuck_allreduce()
-    say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
-        f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
-        f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
-        f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
-        f"timing_s/step:{step_seconds:.3f}")
-    say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
-    if save_freq > 0 and (step % save_freq == 0 or step == total):
-        save_checkpoint(step)
-say("Final validation metrics: {'val-core/math_dapo/acc/mean@1': 0.3}")
+    def save_checkpoint(step, torn=False):
+        """The files verl's checkpoint managers and trainer write; torn: killed half-way through."""
+        folder = os.path.join(ckpt_dir, f"global_step_{step}")
+        actor = os.path.join(folder, "actor")
+        if megatron:
+            files = ["dist_ckpt/common.pt", "dist_ckpt/__0_0.distcp", "dist_ckpt/.metadata", "dist_ckpt/metadata.json",
+                     "huggingface/config.json", "transformer_config.json"]
+        else:
+            files = [f"{kind}_world_size_2_rank_{rank}.pt" for kind in ("model", "optim", "extra_state") for rank in (0, 1)]
+            files.append("huggingface/config.json")
+        if torn:
+            files = files[:2]
+        for name in files:
+            os.makedirs(os.path.dirname(os.path.join(actor, name)), exist_ok=True)
+            open(os.path.join(actor, name), "w").write("weights")
+        if not torn:
+            open(os.path.join(folder, "data.pt"), "w").write("dataloader")
+        open(latest, "w").write(str(step))
+        say(f"local_global_step_folder: {folder}")
+
+    say(f"Total training steps: {total}")
+    if swanlab:
+        say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
+
+    for step in range(start + 1, total + 1):
+        time.sleep(step_seconds)
+        if fail == "device_oom" and ((not offload and step >= fail_step) or (offload and not recompute and step >= fail_step + 2)):
+            print("(WorkerDict pid=5107) Traceback (most recent call last):", flush=True)
+            print("(WorkerDict pid=5107)   File \"/verl/verl/workers/megatron_workers.py\", line 711, in update_actor", flush=True)
+            print("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB "
+                  "total capacity; 49.47 GiB already allocated; 49.47 GiB current active; 1.32 GiB free; 57.55 GiB "
+                  "reserved in total by PyTorch)", flush=True)
+            print("ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor()", flush=True)
+            if os.environ.get("STANDIN_MARK_FILE"):  # for benchmarks/recovery.py: when the OOM line was written
+                open(os.environ["STANDIN_MARK_FILE"], "a").write(f"{time.time()}\n")
+            time.sleep(float(os.environ.get("STANDIN_EXIT_DELAY", "0")))
+            sys.exit(1)
+        if fail == "host_oom" and step >= fail_step:
+            print("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", flush=True)
+            print("Memory on the node (IP: 10.0.0.2) where the task was running was 246.41GB / 251.54GB (0.979583), "
+                  "which exceeds the memory usage threshold of 0.95.", flush=True)
+            sys.exit(1)
+        if fail == "hccl_timeout" and step >= fail_step:
+            print("[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective operation "
+                  "timeout: WorkHCCL(SeqNum=196, OpType=ALLREDUCE, Timeout(ms)=3600000) ran for 3600185 milliseconds "
+                  "before timing out.", flush=True)
+            sys.exit(1)
+        if fail == "quit_early" and step >= fail_step:
+            sys.exit(0)
+        if fail == "torn_checkpoint" and step == fail_step and not offload:
+            save_checkpoint(step, torn=True)
+            print("RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; "
+                  "49.47 GiB already allocated; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)", flush=True)
+            sys.exit(1)
+        if fail == "hang" and step >= fail_step:
+            wait_for_stuck_allreduce()
+        say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
+            f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
+            f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
+            f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
+            f"timing_s/step:{step_seconds:.3f}")
+        say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
+        if save_freq > 0 and (step % save_freq == 0 or step == total):
+            save_checkpoint(step)
+    say("Final validation metrics: {'val-core/math_dapo/acc/mean@1': 0.3}")

@@ -83,7 +83,8 @@ def _result(data: dict | None, returncode: int | None, stderr: str, where: str, 
         return VerifyResult(where, "unavailable", detail=f"the run directory {run_dir} does not exist there", **base)
     if data is None:
         missing = returncode in (0, 126, 127) or "executable file not found" in stderr or "not found" in stderr[-300:]
-        status = "unavailable" if missing or "No such container" in stderr else "error"
+        absent = "No such container" in stderr or "is not running" in stderr  # started (or made) by launch later
+        status = "unavailable" if missing or absent else "error"
         return VerifyResult(where, status, detail=_tail(stderr) or f"exit status {returncode}", **base)
     if data.get("verl_missing"):
         return VerifyResult(where, "unavailable", detail=f"{python} there cannot import verl ({data['verl_missing']})",
