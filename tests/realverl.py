@@ -21,7 +21,7 @@ from pathlib import Path
 # test environment (read from verl's imports: verl/utils/config.py -> protocol.py (tensordict),
 # torch_functional.py (transformers), ray_trainer.py (codetiming, datasets via rl_dataset)); anyio (httpx,
 # starlette) needs a newer typing_extensions than the test environment's.
-_COMMON = ["tensordict==0.10.0", "pyvers<0.2", "codetiming==1.4.0", "tqdm", "safetensors", "tokenizers==0.22.2",
+_COMMON = ["cloudpickle", "regex", "tensordict==0.10.0", "pyvers<0.2", "codetiming==1.4.0", "tqdm", "safetensors", "tokenizers==0.22.2",
            "pandas", "dill<0.4.2", "xxhash", "multiprocess<0.70.20", "pylatexenc", "math-verify", "latex2sympy2_extended",
            "antlr4-python3-runtime==4.9.3", "torchdata", "peft", "accelerate", "pillow", "httpx", "httpcore", "h11",
            "anyio", "sniffio", "cachetools", "fastapi", "starlette", "uvicorn", "typing_extensions>=4.16"]
@@ -52,7 +52,8 @@ def why_not(version: str) -> str:
 def verl_site(version: str) -> Path | None:
     """The directory holding verl==version and its light imports, installed once; None if it cannot be."""
     target = cache_root() / f"verl-{version}"
-    if (target / "verl" / "__init__.py").is_file() and (target / ".complete").is_file():
+    marker = version + "\n" + " ".join(LIGHT_DEPS.get(version, [])) + "\n"  # a changed list reinstalls
+    if (target / "verl" / "__init__.py").is_file() and _read(target / ".complete") == marker:
         return target
     if version not in LIGHT_DEPS:
         _why_not[version] = f"no list of light dependencies for verl {version} in tests/realverl.py"
@@ -72,14 +73,21 @@ def verl_site(version: str) -> Path | None:
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         _why_not[version] = f"pip install verl=={version} --no-deps --target failed (no package index?): {last}"
         return None
-    (staging / ".complete").write_text(version + "\n", encoding="utf-8")
-    if target.exists() and not (target / ".complete").is_file():
+    (staging / ".complete").write_text(marker, encoding="utf-8")
+    if target.exists() and _read(target / ".complete") != marker:
         shutil.rmtree(target, ignore_errors=True)  # an older, unmarked install: replaced by this complete one
     try:
         os.replace(staging, target)
     except OSError:  # another process published it first
         shutil.rmtree(staging, ignore_errors=True)
-    return target if (target / ".complete").is_file() else None
+    return target if _read(target / ".complete") == marker else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def env_with_verl(version: str, base: dict | None = None) -> dict[str, str]:

@@ -111,9 +111,12 @@ def check_head_address(spec: RunSpec, facts: Facts) -> list[Finding]:
         loopback = ipaddress.ip_address(spec.master_addr).is_loopback
     except ValueError:
         loopback = spec.master_addr.lower() in ("localhost", "localhost.localdomain")
-    if loopback:
+    if loopback and spec.sources.get("master_addr", "default") in ("default", "derived"):
         return [error("master_addr", f"{spec.nnodes} nodes, but the Ray head address is {spec.master_addr}: every "
                       "worker would wait for a head on itself", "pass --master-addr HEAD_IP (or --nodes HEAD,NODE2,...)")]
+    if loopback:  # asked for explicitly: several Ray nodes on one host (a test bed) is the one case where it works
+        return [warning("master_addr", f"{spec.nnodes} nodes with the head at {spec.master_addr}: only nodes on this "
+                        "host can join", "pass --master-addr HEAD_IP for nodes on other hosts")]
     return []
 
 

@@ -136,8 +136,8 @@ class RunSpec(BaseModel):
     nnodes: int = Field(1, ge=1, le=1024)
     nodes: list[str] = Field(default_factory=list, description="hosts of a multi-node run, the head first (SSH names)")
     master_addr: str = "127.0.0.1"
-    head_from_scheduler: bool = Field(False, description="Slurm / KubeRay pick the nodes: the head's address comes "
-                                                        "from the job at run time, not from master_addr")
+    head_from_scheduler: bool = Field(False, description="Slurm / KubeRay / a running Ray cluster give the head: "
+                                                        "its address comes at run time, not from master_addr")
     ray_port: int = Field(6379, ge=1, le=65535)
     socket_ifname: Optional[str] = None
     container: Optional[str] = None

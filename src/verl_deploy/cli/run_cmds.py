@@ -97,8 +97,9 @@ def launch_command(
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
-    if backend in ("slurm", "kuberay"):
-        flags["head_from_scheduler"] = True  # the job gives the head's address at run time
+    if backend in ("slurm", "kuberay", "ray") or (backend == "auto" and (ray_address or
+                                                                   os.environ.get("RAY_API_SERVER_ADDRESS"))):
+        flags["head_from_scheduler"] = True  # the job (or the running Ray cluster) gives the head at run time
     for url in notify or []:
         problem = invalid_notify_url(url)
         if problem:
