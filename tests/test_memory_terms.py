@@ -267,7 +267,7 @@ def test_parameter_count_matches_the_real_model_definition(name):
     """The count against Hugging Face's own model classes, built on the meta device (no weights)."""
     torch = pytest.importorskip("torch", reason="needs torch (CPU) to build the model on the meta device")
     transformers = pytest.importorskip("transformers", reason="needs transformers for the model definitions "
-                                                              "(not in the test extras: CI has no torch)")
+                                                              "(in the test extras: install '.[test]')")
     from verl_deploy.memory.model import shape_from_config
 
     data = json.loads((FIXTURES / f"{name}.config.json").read_text())
