@@ -93,6 +93,21 @@ def test_each_mistake_is_one_clear_line_and_nothing_is_written(tmp_path, args, n
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["generate", "--nnodes", "two"], "--nnodes"),
+    (["generate", "--trian-steps", "5"], "No such option: --trian-steps"),
+    (["diagnose"], "Missing argument 'LOGFILE'"),
+    (["genrate"], "No such command 'genrate'"),
+])
+def test_the_parsers_refusals_are_one_line_too(tmp_path, args, needle):
+    """What the argument parser refuses reads like every other refusal: one `error:` line with the fix."""
+    result = run_cli(*args, "--output-dir", str(tmp_path / "never")) if args[0] == "generate" else run_cli(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: ") and needle in line and " — fix: see `verl-deploy" in line and "-h`" in line
+    assert not (tmp_path / "never").exists()
+
+
 def test_all_findings_are_reported_at_once():
     result = run_cli("plan", "--devices", "0-5", "--mask", "0000001", "--train-pp", "1", "--train-tp", "4")
     assert result.returncode == 1
@@ -260,3 +275,17 @@ def test_nodes_from_a_host_file_set_nnodes_and_the_head(tmp_path):
     assert plan["spec"]["master_addr"] == "node-a" and plan["sources"]["nnodes"] == "derived"
     bad = run_cli("plan", "--nodes", "a,$(reboot)")
     assert bad.returncode == 1 and "is not a host name" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_field_replaced_by_an_override_shows_what_verl_receives():
+    """The table must not show token-mean when --override sends something else for the same key."""
+    override = "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"
+    data = json.loads(run_cli("plan", "--json", "--override", override).stdout)
+    assert data["superseded"] == {"loss_agg_mode": override}
+    assert override in data["overrides"] and "actor_rollout_ref.actor.loss_agg_mode=token-mean" not in data["overrides"]
+    [row] = [line for line in run_cli("plan", env={"COLUMNS": "250"}).stdout.splitlines()
+             if line.startswith("loss_agg_mode")]
+    assert "token-mean" in row and "default" in row  # without the override: the field and its source
+    [row] = [line for line in run_cli("plan", "--override", override, env={"COLUMNS": "250"}).stdout.splitlines()
+             if line.startswith("loss_agg_mode")]
+    assert f"{override} (instead of token-mean)" in row and "flag --override" in row

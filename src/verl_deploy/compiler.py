@@ -118,6 +118,8 @@ class Plan:
     platform: Platform
     features: list[feature_registry.FeatureState]
     feature_findings: list = field(default_factory=list)
+    # knob -> the --override that replaced the key it would have set (what verl receives is the override)
+    superseded: dict[str, str] = field(default_factory=dict)
 
     @property
     def mask(self) -> str:
@@ -250,8 +252,11 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
                 variables[use_var] = Variable(use_var, value, group, expr)
             overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
 
+    superseded: dict[str, str] = {}
     for text in spec.overrides:
         prefix, key, raw = split_user_override(text)
+        for replaced in (o for o in overrides if o.key == key and o.origin != "--override"):
+            superseded[replaced.origin] = text
         overrides = [o for o in overrides if o.key != key]
         overrides.append(Override(key, raw, prefix, None, "--override", raw=raw))
 
@@ -261,7 +266,7 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     return Plan(
         spec=spec, profile=profile, entry_module=entry_module, config_name=config_name,
         overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),
-        platform=platform, features=states, feature_findings=feature_findings,
+        platform=platform, features=states, feature_findings=feature_findings, superseded=superseded,
     )
 
 

@@ -127,6 +127,7 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
         "features": [s.as_dict() for s in plan.features],
         "mask": plan.mask,
         "overrides": [o.text() for o in plan.overrides],
+        "superseded": dict(plan.superseded),
         "environment": dict(plan.env),
         "swanlab_environment": dict(swanlab_env(plan)),
         "findings": [f.as_dict() for f in findings],

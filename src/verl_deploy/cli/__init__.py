@@ -29,8 +29,11 @@ def _hide_flag_metavar() -> None:
 
 _hide_flag_metavar()
 
+from verl_deploy.cli.usage_errors import OneLineErrorGroup  # noqa: E402
+
 app = typer.Typer(
     name="verl-deploy",
+    cls=OneLineErrorGroup,
     help=(
         "From a bare Ascend NPU or NVIDIA GPU host to a running, watched verl DAPO training.\n\n"
         "Start with `verl-deploy plan` (the built-in example: Qwen3-8B, DAPO, Megatron, 8 NPUs, verl 0.7.0), "
@@ -64,4 +67,4 @@ from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_c
 
 
 def main() -> None:
-    app()
+    app(prog_name="verl-deploy")  # the same name in messages whether run as a script or `python -m verl_deploy`

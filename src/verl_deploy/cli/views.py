@@ -45,6 +45,9 @@ def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
         value = ",".join(str(v) for v in value) if value else "—"
     if value is None:
         value = "—"
+    replaced_by = prepared.plan.superseded.get(name) if prepared.plan is not None else None
+    if replaced_by is not None:  # verl receives the override, not the field: say so where the field is shown
+        return f"{replaced_by} (instead of {value})", "flag --override"
     return str(value), source
 
 

@@ -1,0 +1,58 @@
+"""The argument parser's refusals as one line, like every other refusal of verl-deploy.
+
+Typer draws a usage line, a hint and a boxed message for an unknown option or a value that is not a
+number; an agent reading stderr (and a person scanning it) gets the same `error: FIELD: what — fix:
+how` line that the spec checks print, and the same exit code 2 as before.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+from typer import core as typer_core
+from typer.core import TyperGroup
+
+# Typer 0.2x parses with its own copy of click (`typer._click`); older Typer uses click itself
+_parser = getattr(typer_core, "_click", None)
+if _parser is None:  # pragma: no cover - older Typer
+    import click as _parser
+_errors = _parser.exceptions
+_NoArgsIsHelp = getattr(_errors, "NoArgsIsHelpError", ())
+
+
+def one_line(error: Any) -> str:
+    """`error: FIELD: what — fix: how`, from click's own message (which already names the option)."""
+    message = " ".join(error.format_message().split())
+    command = error.ctx.command_path if error.ctx is not None else "verl-deploy"
+    param = getattr(error, "param", None)
+    field = (param.opts[0] if getattr(param, "opts", None) else getattr(param, "name", None)) \
+        or (error.ctx.info_name if error.ctx is not None else None) or "verl-deploy"
+    return f"error: {field}: {message} — fix: see `{command} -h` for what it takes"
+
+
+class OneLineErrorGroup(TyperGroup):
+    """The root command: parses as Typer does, reports a usage error in one line."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NoArgsIsHelp as error:  # bare `verl-deploy`: the help, as Typer shows it
+            from typer import rich_utils
+
+            rich_utils.rich_format_error(error)
+            sys.exit(error.exit_code)
+        except _errors.UsageError as error:
+            typer.echo(one_line(error), err=True)
+            sys.exit(error.exit_code)
+        except _errors.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
