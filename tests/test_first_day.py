@@ -501,3 +501,15 @@ def test_on_a_terminal_plan_keeps_colour_and_still_says_on_and_off():
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", term.raw).replace("\r", "")
     rows = {line.split()[0]: line.split() for line in plain.splitlines() if line.strip()[:1].isalpha()}
     assert "on" in rows["remove_padding"] and "off" in rows["offload"]  # words, not colour alone
+
+
+def test_ci_runs_the_readmes_test_command_exactly():
+    """CI is the README's second line: what a developer runs is what CI runs, services included."""
+    root = Path(__file__).resolve().parents[1]
+    readme_lines = root.joinpath("README.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert readme_lines[0].startswith("pip install . && verl-deploy plan")
+    assert root.joinpath(".ci/run").read_text().rstrip().splitlines()[-1] == readme_lines[1]
+    assert readme_lines[1].startswith("bash tests/install-services.sh && pip install '.[test]'")
+    services = subprocess.run(["bash", str(root / "tests/install-services.sh")], capture_output=True, text=True,
+                              timeout=1800)
+    assert services.returncode == 0, services.stderr  # a service that cannot be installed is a skip, never a failure

@@ -2,7 +2,7 @@
 
 The "worker node" is this machine reached through sshd under another name (an ssh_config alias),
 so its Ray node needs its own ports (WORKER_RAY_START_ARGS). Skipped when sshd is not installed
-(.ci/run installs openssh-server).
+(tests/install-services.sh installs openssh-server).
 """
 
 from __future__ import annotations
