@@ -51,6 +51,15 @@ def test_the_site_gres_name_and_bad_flags(tmp_path):
         assert not (tmp_path / "bad").exists()
     again = run_cli("generate", "--output-dir", str(out), "--scheduler", "slurm")
     assert again.returncode == 1 and "already has" in again.stderr
+    # a directory holding only someone's submit.sbatch: still theirs until --force
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "submit.sbatch").write_text("#!/bin/bash\n# mine\n")
+    kept = run_cli("generate", "--output-dir", str(own), "--scheduler", "slurm")
+    assert kept.returncode == 1 and "already has submit.sbatch" in kept.stderr
+    assert (own / "submit.sbatch").read_text().endswith("# mine\n") and not (own / "run_training.sh").exists()
+    assert run_cli("generate", "--output-dir", str(own), "--scheduler", "slurm", "--force").returncode == 0
+    assert "#SBATCH" in (own / "submit.sbatch").read_text()
 
 
 SCONTROL = ("JobId={id} JobName=verl-deploy-x UserId=rl(1000) GroupId=rl(1000) MCS_label=N/A Priority=1 Nice=0 "

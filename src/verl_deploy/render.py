@@ -141,8 +141,9 @@ class Written:
     files: list[str]
 
 
-def existing_outputs(directory: Path) -> list[str]:
-    return [name for name in SCRIPT_NAMES if (directory / name).exists()]
+def existing_outputs(directory: Path, extra_names: tuple[str, ...] = ()) -> list[str]:
+    """The files of a set (and of a scheduler's extra files) already in `directory`."""
+    return [name for name in (*SCRIPT_NAMES, *extra_names) if (directory / name).exists()]
 
 
 LOCK_WAIT_SECONDS = 30.0
@@ -176,7 +177,7 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
             if not locked:
                 return error("output_dir", f"another verl-deploy is writing to {directory.parent} (waited "
                              f"{LOCK_WAIT_SECONDS:g} s)", "wait until it has finished, or choose another --output-dir")
-            present = existing_outputs(directory) if directory.is_dir() else []
+            present = existing_outputs(directory, tuple(extra or ())) if directory.is_dir() else []
             if present and not force:
                 return error("output_dir", f"{directory} already has {', '.join(present)}",
                              "pass --force to overwrite, or choose another --output-dir")

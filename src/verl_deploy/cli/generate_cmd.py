@@ -69,7 +69,7 @@ def generate_command(
                                   as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
-    extra = scheduler_file(prepared.plan, scheduler, options, output_dir, force, json_output)
+    extra = scheduler_file(prepared.plan, scheduler, options, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
     written = write_outputs(prepared.plan, Path(output_dir), document, force=force,
                             extra=dict([extra]) if extra else None)
@@ -101,8 +101,7 @@ def generate_command(
                 out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
-def scheduler_file(plan, scheduler: str, options: dict, output_dir: str | Path, force: bool,
-                   json_output: bool) -> tuple[str, str] | None:
+def scheduler_file(plan, scheduler: str, options: dict, json_output: bool) -> tuple[str, str] | None:
     """(file name, content) for --scheduler, rendered before anything is written; None for none."""
     from verl_deploy.cli.output import fail
     from verl_deploy.cli.sched_options import scheduler_from
@@ -126,10 +125,7 @@ def scheduler_file(plan, scheduler: str, options: dict, output_dir: str | Path, 
         from verl_deploy.sched.rayjob import render_rayjob
 
         name, content = "rayjob.yaml", render_rayjob(plan, sched, render_scripts(plan)["run_training.sh"])
-    if (Path(output_dir) / name).exists() and not force:
-        raise fail([error("output_dir", f"{output_dir} already has {name}",
-                          "pass --force to overwrite, or choose another --output-dir")], as_json=json_output)
-    return name, content
+    return name, content  # an existing file of that name needs --force: write_outputs checks the whole set
 
 
 def node_commands(spec, directory: Path) -> dict[str, list[str]]:
