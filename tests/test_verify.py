@@ -80,17 +80,47 @@ def dapo_plan(version: str, root: Path, **flags):
     return prepare(flags={**base, **flags}, environ={}).plan
 
 
-@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
-def test_verify_passes_the_generated_dapo_launch_with_real_verl(tmp_path, version):
+ONE_STEP_OFF_GPU = {"mode": "one-step-off", "framework": "fsdp", "device": "gpu", "trainer_gpus": 4, "rollout_gpus": 4}
+# every release with the built-in example (DAPO, Megatron, 8 NPUs); FSDP on GPUs on both sides of the
+# engine-worker change; one-step-off where the release's wheel ships its entry (0.6-0.7.0 keep it in the
+# recipe, 0.7.1's wheel has only its configs: plan says to run from a source checkout there)
+VERIFIED = [(version, {}) for version in ("0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1")] + [
+    ("0.6.1", {"framework": "fsdp", "device": "gpu"}), ("0.8.0", {"framework": "fsdp", "device": "gpu"}),
+    ("0.8.0", ONE_STEP_OFF_GPU), ("0.9.0", ONE_STEP_OFF_GPU), ("0.9.1", ONE_STEP_OFF_GPU),
+    ("0.9.1", {"mode": "one-step-off", "train_tp": 2, "train_pp": 1, "trainer_gpus": 4, "rollout_gpus": 4}),
+]
+
+
+@pytest.mark.parametrize("version,flags", VERIFIED, ids=[f"{v}-{'-'.join(str(x) for x in f.values()) or 'example'}"
+                                                         for v, f in VERIFIED])
+def test_verify_passes_the_generated_dapo_launch_with_real_verl(tmp_path, version, flags):
     site = site_or_skip(version)
     root = run_dir_with(tmp_path, site, fixture_for(version))
-    plan = dapo_plan(version, root)  # the built-in example: DAPO, Megatron, 8 NPUs
+    plan = dapo_plan(version, root, **flags)
     result = verify_plan(plan, python=str(python_with(tmp_path, site)))
     assert result.status == "passed", result.as_dict()
     assert result.verl_version == version and result.where == "host"
     steps = [s["step"] for s in result.steps]
     assert {"compose", "validate_config", "dataclass:actor_rollout_ref.actor", "import_entry"} <= set(steps)
     assert [f.level for f in findings_for(result, plan, required=True)] == ["info"]
+
+
+def test_one_step_off_on_the_0_7_1_wheel_is_refused_with_the_source_checkout_to_use(tmp_path):
+    """verl 0.7.1's wheel has one_step_off_policy/config but no main_ppo.py (no __init__.py at the tag)."""
+    site = site_or_skip("0.7.1")
+    assert (site / "verl/experimental/one_step_off_policy/config").is_dir()
+    assert not (site / "verl/experimental/one_step_off_policy/main_ppo.py").exists()
+    plan = dapo_plan("0.7.1", run_dir_with(tmp_path, site, fixture_for("0.7.1")), **ONE_STEP_OFF_GPU)
+    findings = findings_for(verify_plan(plan, python=str(python_with(tmp_path, site))), plan, required=True)
+    [entry] = [f for f in findings if f.level == "error"]
+    assert "verl.experimental.one_step_off_policy.main_ppo" in entry.message
+    assert "git clone --branch v0.7.1" in entry.fix and "source checkout" in entry.fix
+    notes = [f["message"] for f in json.loads(run_cli("plan", "--json", "--verl-version", "0.7.1", "--mode",
+                                                       "one-step-off", "--framework", "fsdp", "--device", "gpu",
+                                                       "--trainer-gpus", "4", "--rollout-gpus", "4").stdout)["findings"]]
+    assert any("source checkout" in n for n in notes)
+    dapo = json.loads(run_cli("plan", "--json", "--verl-version", "0.7.1").stdout)["findings"]
+    assert not any("source checkout" in f["message"] for f in dapo)  # DAPO comes from the recipe: no such note
 
 
 @pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])

@@ -173,6 +173,9 @@ class Profile:
     fsdp_strategy: str = "fsdp2"
     strategy_sets_critic: bool = True
     notes: tuple[str, ...] = ()
+    # release -> modes whose entry module that release's wheel leaves out (its directory has no
+    # __init__.py at the tag, so only the yaml is packaged): such a run needs a verl source checkout
+    wheel_lacks_entry: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     open_sections: tuple[str, ...] = OPEN_SECTIONS
 
     def is_open(self, key: str) -> bool:

@@ -55,7 +55,6 @@ PROFILE = Profile(
     recipe_overlays=OVERLAYS,
     overrides=REWARD_KEYS,
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
-    notes=(
-        "the 0.7.1 wheel ships one-step-off configs without its .py files: run from a verl source checkout",
-    ),
+    # v0.7.1's verl/experimental/one_step_off_policy/ has main_ppo.py but no __init__.py (0.8.0 adds it)
+    wheel_lacks_entry={"0.7.1": ("one-step-off",)},
 )

@@ -167,7 +167,11 @@ def _hint(message: str, step: str) -> tuple[str, str, str]:
 
 
 def _entry_fix(plan) -> str:
-    from verl_deploy.profiles.recipes import dapo_source
+    from verl_deploy.profiles.recipes import dapo_source, wheel_lacks_entry_note
+
+    version = plan.spec.verl_version
+    if plan.spec.mode in plan.profile.wheel_lacks_entry.get(version, ()):
+        return wheel_lacks_entry_note(version)
 
     if plan.spec.mode == "dapo" and plan.entry_module.startswith("recipe."):
         source = dapo_source(plan.spec.verl_version)
