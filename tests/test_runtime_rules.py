@@ -128,6 +128,23 @@ def vllm_context(max_model_len, max_position_embeddings, enable_chunked_prefill=
                        "vLLMHttpServer", {"get_max_position_embeddings": get_max})
     fn(self)
 
+def vllm_context_init(max_model_len, max_position_embeddings):
+    # 0.7.1: the same check sits in vLLMHttpServer.__init__ (vllm_async_server.py:117), run up to it
+    class HF: pass
+    hf = HF(); hf.max_position_embeddings = max_position_embeddings
+    class C: pass
+    config = C(); config.max_model_len = max_model_len
+    model_config = C(); model_config.hf_config = hf
+    class PastTheCheck:  # the first thing __init__ compares after the check
+        def __eq__(self, other): raise Reached()
+        __ne__ = __eq__
+    get_max = load_function(verl_file("workers/rollout/utils.py"), "get_max_position_embeddings")
+    fn = load_function(verl_file("workers/rollout/vllm_rollout/vllm_async_server.py"), "__init__", "vLLMHttpServer",
+                       {"get_max_position_embeddings": get_max, "get_visible_devices_keyword": lambda: "PROBE_DEVICES",
+                        "omega_conf_to_dataclass": lambda value, dataclass_type=None: value})
+    fn(C(), config=config, model_config=model_config, rollout_mode=PastTheCheck(), workers=[], replica_rank=0,
+       node_rank=0, gpus_per_node=1, nnodes=1, cuda_visible_devices="0")
+
 def token_budget(max_token_len, seq_len):
     import torch
     from tensordict import TensorDict
@@ -316,11 +333,32 @@ CASES = {
 }
 
 
+def _on(version: str, case: str) -> tuple:
+    """The same case against another release: the plan for that release, that release's own code."""
+    flags, model, expect, _where, probe, kwargs, failure = CASES[case]
+    if probe == "vllm_context" and version == "0.7.1":
+        probe, kwargs = "vllm_context_init", {k: kwargs[k] for k in ("max_model_len", "max_position_embeddings")}
+    return {**flags, "verl_version": version}, model, expect, version, probe, kwargs, failure
+
+
+# each rule on the other releases where it applies (one probe process per release)
+CASES.update({f"{case}@{version}": _on(version, case) for version, cases in {
+    "0.6.0": ("legacy-fsdp-uneven-runs", "megatron-070-floor-assert", "megatron-070-floor-zero",
+              "megatron-070-floor-fine", "token-budget-short", "token-budget-fits"),
+    "0.6.1": ("legacy-fsdp-uneven-runs", "megatron-070-floor-assert", "megatron-070-floor-fine"),
+    "0.7.1": ("legacy-fsdp-uneven-runs", "megatron-070-floor-assert", "megatron-070-floor-zero",
+              "megatron-070-floor-fine", "context-over-model", "context-fits-model"),
+    "0.8.0": ("engine-batch-not-multiple", "engine-batch-multiple", "engine-mini-not-dp-multiple",
+              "context-over-model", "context-fits-model", "token-budget-short", "token-budget-fits"),
+    "0.9.0": ("engine-batch-not-multiple", "engine-mini-not-dp-multiple", "context-over-model"),
+}.items() for case in cases})
+
+
 _RESULTS: dict[str, dict] = {}
 
 
 def real_results(where: str) -> dict:
-    """Run every probe of one installation once (verl 0.7.0, verl 0.9.1, megatron-core)."""
+    """Run every probe of one installation once (a verl release, or megatron-core)."""
     if where not in _RESULTS:
         probes = {case: [c[4], c[5]] for case, c in CASES.items() if c[3] == where}
         if where == "mcore":
