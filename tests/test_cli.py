@@ -117,11 +117,13 @@ def test_all_findings_are_reported_at_once():
 def test_user_override_is_checked_and_applied(tmp_path, stubs):
     out = tmp_path / "o"
     result = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]),
-                     "-o", "trainer.save_freq=20", "-o", "+actor_rollout_ref.model.override_config.rope_theta=1000")
+                     "-o", "actor_rollout_ref.actor.clip_ratio_c=5", "-o",
+                     "+actor_rollout_ref.model.override_config.rope_theta=1000")
     assert result.returncode == 0, result.stderr
     assert run_scripts(out, stubs).returncode == 0
     argv = recorded_argv(stubs)
-    assert "trainer.save_freq=20" in argv and "trainer.save_freq=10" not in argv
+    # a key verl-deploy sets to a constant (verl's DAPO scripts' 10.0) is the user's to change
+    assert "actor_rollout_ref.actor.clip_ratio_c=5" in argv and "actor_rollout_ref.actor.clip_ratio_c=10.0" not in argv
     assert "+actor_rollout_ref.model.override_config.rope_theta=1000" in argv
 
 
@@ -277,11 +279,36 @@ def test_nodes_from_a_host_file_set_nnodes_and_the_head(tmp_path):
     assert bad.returncode == 1 and "is not a host name" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.parametrize("override,flag", [
+    ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3", "--train-tp"),  # checks made for TP 4
+    ("trainer.n_gpus_per_node=3", "--devices"),
+    ("data.max_response_length=1024", "--max-response-length"),  # token budgets derived from 8192
+    ("actor_rollout_ref.model.use_remove_padding=False", "--features remove_padding or -remove_padding"),
+    ("~reward_model.overlong_buffer", "--overlong-buffer"),  # deleting a node takes every key under it
+])
+def test_an_override_may_not_take_a_key_from_a_field(tmp_path, override, flag):
+    """One value, one path: checks, derived values and the estimate read the field, so the field must be
+    what verl receives; the refusal names the flag to use instead."""
+    out = tmp_path / "never"
+    result = run_cli("generate", "--output-dir", str(out), "-o", override)
+    [line] = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+    assert result.returncode == 1 and line.startswith("error: overrides:") and override in line and flag in line
+    assert not out.exists()
+
+
+def test_a_key_given_twice_is_shown_as_verl_gets_it():
+    first, last = "actor_rollout_ref.actor.clip_ratio_c=4", "actor_rollout_ref.actor.clip_ratio_c=5"
+    data = json.loads(run_cli("plan", "--json", "-o", first, "-o", last).stdout)
+    assert data["ok"] and data["superseded"] == {"clip_ratio_c": last}
+    assert last in data["overrides"] and first not in data["overrides"]
+    assert any(f["level"] == "warning" and "given twice" in f["message"] for f in data["findings"])
+
+
 def test_a_field_replaced_by_an_override_shows_what_verl_receives():
     """The table must not show token-mean when --override sends something else for the same key."""
     override = "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean"
     data = json.loads(run_cli("plan", "--json", "--override", override).stdout)
-    assert data["superseded"] == {"loss_agg_mode": override}
+    assert not data["ok"] and data["superseded"] == {"loss_agg_mode": override}  # refused, and shown as sent
     assert override in data["overrides"] and "actor_rollout_ref.actor.loss_agg_mode=token-mean" not in data["overrides"]
     [row] = [line for line in run_cli("plan", env={"COLUMNS": "250"}).stdout.splitlines()
              if line.startswith("loss_agg_mode")]

@@ -85,19 +85,19 @@ def test_hydra_syntax_errors_are_one_line_with_the_fix(override, words):
 
 
 def test_delete_and_force_add_reach_verl_as_written_and_compose_with_its_real_config():
-    prepared = prepare(flags={"overrides": ["~trainer.balance_batch", "++trainer.save_freq=7",
+    prepared = prepare(flags={"overrides": ["~trainer.balance_batch", "++actor_rollout_ref.actor.clip_ratio_c=7",
                                             "+actor_rollout_ref.model.override_config.rope_theta=1000"]}, environ={})
     assert prepared.ok, [f.line() for f in prepared.findings if f.level == "error"]
     argv = prepared.plan.argv()
-    assert "~trainer.balance_batch" in argv and "++trainer.save_freq=7" in argv
-    assert not any(a.startswith("trainer.save_freq=") for a in argv)  # the user's ++ replaces the plan's own
+    assert "~trainer.balance_batch" in argv and "++actor_rollout_ref.actor.clip_ratio_c=7" in argv
+    assert not any(a.startswith("actor_rollout_ref.actor.clip_ratio_c=") for a in argv)  # ++ replaces the plan's own
     plan, source = prepared.plan, locate(prepared.spec.verl_version)
     base = plan.profile.base_configs[prepared.spec.framework]
     entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
                                 plan.profile.recipe_overlays[(prepared.spec.mode, prepared.spec.framework)])
     cfg = index.compose(source, plan.config_name, base, entry, argv[3:])
     assert "balance_batch" not in cfg.trainer
-    assert OmegaConf.select(cfg, "trainer.save_freq") == 7
+    assert OmegaConf.select(cfg, "actor_rollout_ref.actor.clip_ratio_c") == 7
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.rope_theta") == 1000
 
 

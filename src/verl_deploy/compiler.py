@@ -129,6 +129,11 @@ class Plan:
         """The exact argv verl's Python process receives (after `python3`)."""
         return ["-m", self.entry_module, f"--config-name={self.config_name}", *(o.text() for o in self.overrides)]
 
+    @staticmethod
+    def override_key(text: str) -> str:
+        """The config key a user's --override text sets or deletes."""
+        return split_user_override(text)[1]
+
     def override_map(self) -> dict[str, Override]:
         return {o.key: o for o in self.overrides}
 
@@ -252,13 +257,18 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
                 variables[use_var] = Variable(use_var, value, group, expr)
             overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
 
-    superseded: dict[str, str] = {}
+    replaced_by: dict[str, str] = {}  # knob -> the user key that replaced (or deleted) what it set
+    last_text: dict[str, str] = {}  # user key -> its last --override (Hydra keeps the last)
     for text in spec.overrides:
         prefix, key, raw = split_user_override(text)
-        for replaced in (o for o in overrides if o.key == key and o.origin != "--override"):
-            superseded[replaced.origin] = text
-        overrides = [o for o in overrides if o.key != key]
+        covered = [o for o in overrides if o.key == key or o.key.startswith(key + ".")]  # a node covers its keys
+        for replaced in covered:
+            if replaced.origin != "--override":
+                replaced_by[replaced.origin] = key
+        overrides = [o for o in overrides if not any(o is c for c in covered)]
         overrides.append(Override(key, raw, prefix, None, "--override", raw=raw))
+        last_text[key] = text
+    superseded = {knob: last_text[key] for knob, key in replaced_by.items()}
 
     platform = PLATFORMS[spec.device]
     ordered_vars = sorted(variables.values(), key=lambda v: GROUPS.index(v.group))

@@ -41,6 +41,9 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     if not isinstance(profile, Profile):
         return Prepared(spec, None, sort_findings(findings))
     plan = compile_plan(spec, profile)
+    from verl_deploy.override_owners import override_findings
+
+    findings += override_findings(plan)  # an override must not take a key away from a field or feature
     findings += run_rules(plan, facts)  # verl's runtime assertions, per release, on the values sent
     memory, memory_note = estimate_memory(plan)
     from verl_deploy.memory.findings import memory_findings
