@@ -316,3 +316,15 @@ def test_a_field_replaced_by_an_override_shows_what_verl_receives():
     [row] = [line for line in run_cli("plan", "--override", override, env={"COLUMNS": "250"}).stdout.splitlines()
              if line.startswith("loss_agg_mode")]
     assert f"{override} (instead of token-mean)" in row and "flag --override" in row
+
+
+@pytest.mark.parametrize("args", [["plan", "--json", "--train-steps", "x"], ["generate", "--json", "--train-tp", "x"],
+                                  ["diagnose", "--json", "/nonexistent/train.log"]])
+def test_json_refusals_are_json_on_stdout_too(args):
+    """An agent reading --json gets the refusal as JSON whichever layer refused (parser or command)."""
+    result = run_cli(*args)
+    assert result.returncode == 2
+    data = json.loads(result.stdout)
+    [finding] = data["findings"]
+    assert data["ok"] is False and finding["level"] == "error" and finding["field"] and finding["fix"]
+    assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1

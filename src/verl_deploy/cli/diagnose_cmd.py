@@ -97,10 +97,16 @@ def diagnose_command(
     from verl_deploy.names import NameProblem
     from verl_deploy.names import path as valid_path
 
+    def refuse(finding) -> typer.Exit:
+        """The refusal on stderr, and with --json as the JSON document on stdout too."""
+        print_findings([finding])
+        if json_output:
+            print_json({"ok": False, "class": None, "findings": [finding.as_dict()]})
+        return typer.Exit(code=2)
+
     if idle_exit is not None and not idle_exit >= 0:  # also NaN
-        print_findings([error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
-                              "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)")])
-        raise typer.Exit(code=2)
+        raise refuse(error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
+                           "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)"))
     if logfile == "-":
         reader, source = StreamReader(sys.stdin.buffer), "<stdin>"
     else:
@@ -114,8 +120,7 @@ def diagnose_command(
         except NameProblem as exc:
             problem = str(exc)
         if problem:
-            print_findings([error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input")])
-            raise typer.Exit(code=2)
+            raise refuse(error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input"))
         reader, source = LogFollower(path), str(path)
 
     live = {"on": False, "printed_step": -1}
@@ -152,22 +157,13 @@ def diagnose_command(
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        from verl_deploy.cli.output import print_findings
-
-        print_findings([error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}", "check the path and permissions")])
-        raise typer.Exit(code=2)
+        raise refuse(error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}", "check the path and permissions"))
 
     not_a_log = None if follow else _not_a_verl_log(None if logfile == "-" else Path(logfile).expanduser(), scanner.lines)
     if not_a_log:
         finding = error("LOGFILE", f"{source} has no verl log lines: {not_a_log}",
                         "pass the verl training log (the file start_verl.sh's output went to)")
-        if json_output:
-            print_json({"ok": False, "class": None, "findings": [finding.as_dict()]})
-        else:
-            from verl_deploy.cli.output import print_findings
-
-            print_findings([finding])
-        raise typer.Exit(code=2)
+        raise refuse(finding)
 
     result = diagnose(scanner)
     if json_output:

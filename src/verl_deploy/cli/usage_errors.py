@@ -22,14 +22,27 @@ _errors = _parser.exceptions
 _NoArgsIsHelp = getattr(_errors, "NoArgsIsHelpError", ())
 
 
-def one_line(error: Any) -> str:
-    """`error: FIELD: what — fix: how`, from click's own message (which already names the option)."""
+def as_finding(error: Any):
+    """The refusal as a finding, from click's own message (which already names the option)."""
+    from verl_deploy.findings import error as error_finding
+
     message = " ".join(error.format_message().split())
     command = error.ctx.command_path if error.ctx is not None else "verl-deploy"
     param = getattr(error, "param", None)
     field = (param.opts[0] if getattr(param, "opts", None) else getattr(param, "name", None)) \
         or (error.ctx.info_name if error.ctx is not None else None) or "verl-deploy"
-    return f"error: {field}: {message} — fix: see `{command} -h` for what it takes"
+    return error_finding(field, message, f"see `{command} -h` for what it takes", area="arguments")
+
+
+def one_line(error: Any) -> str:
+    """`error: FIELD: what — fix: how`."""
+    return as_finding(error).line()
+
+
+def wants_json(args: Any) -> bool:
+    """Was --json among the arguments (before a `--`)? Then stdout gets the refusal as JSON too."""
+    words = list(sys.argv[1:] if args is None else args)
+    return "--json" in (words[:words.index("--")] if "--" in words else words)
 
 
 class OneLineErrorGroup(TyperGroup):
@@ -48,6 +61,10 @@ class OneLineErrorGroup(TyperGroup):
             sys.exit(error.exit_code)
         except _errors.UsageError as error:
             typer.echo(one_line(error), err=True)
+            if wants_json(args):  # same shape as every other --json refusal
+                import json
+
+                typer.echo(json.dumps({"ok": False, "findings": [as_finding(error).as_dict()]}, indent=2))
             sys.exit(error.exit_code)
         except _errors.ClickException as error:
             error.show()
