@@ -101,6 +101,14 @@ def test_delete_and_force_add_reach_verl_as_written_and_compose_with_its_real_co
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.rope_theta") == 1000
 
 
+@pytest.mark.parametrize("value", ["abc", "true", "1.5", "nan"])
+def test_a_value_verl_reads_as_a_number_must_be_one(value):
+    """The token-budget rule reads what --override sends; a word there is the user's mistake, not a crash."""
+    key = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu"
+    assert_refused(cli("plan", "-o", f"{key}={value}"), key, "not a whole number")
+    assert cli("plan", "-o", f"{key}=20480").exit_code == 0
+
+
 def test_deleting_a_key_verl_does_not_have_names_the_nearest():
     assert_refused(cli("plan", "-o", "~trainer.balance_batchh"), "cannot delete", "trainer.balance_batch")
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
-from verl_deploy.findings import Finding, info
+from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.rules import batch, lengths, model
-from verl_deploy.rules.context import RuleContext, plan_values, release
+from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,18 @@ def run_rules(plan: Plan, facts) -> list[Finding]:
     """Every runtime rule on the plan's resolved values."""
     ctx = RuleContext(plan, plan_values(plan), facts)
     found: list[Finding] = []
+    wrong: dict[str, WrongType] = {}
     for rule in RULES:
-        found += rule.check(ctx)
+        try:
+            found += rule.check(ctx)
+        except WrongType as exc:  # one error per key, however many rules read it
+            wrong.setdefault(exc.key, exc)
+        except Exception as exc:  # a fault in a rule must not stop plan: say which check did not run
+            found.append(warning("overrides", f"the {rule.name} check could not run on these values "
+                                 f"({type(exc).__name__}: {exc})", "check the --override values it reads"))
+    for exc in wrong.values():
+        found.append(error("overrides", f"{exc.key}={exc.value!r} is not {exc.expected}, and verl reads it as one",
+                           f"give {exc.key} {exc.expected} in --override"))
     if facts.num_attention_heads is None and not facts.model_config_error:
         found.append(info("model_path", "the model's config.json is not readable here, so TP/PP/EP against its "
                           "heads, layers and experts and the context window were not checked",

@@ -44,6 +44,14 @@ def plan_values(plan: Plan) -> dict[str, Any]:
     return values
 
 
+class WrongType(Exception):
+    """A value sent to verl is not of the type verl reads it as (`-o key=abc` where verl does int(...))."""
+
+    def __init__(self, key: str, value: Any, expected: str):
+        super().__init__(f"{key}={value!r} is not {expected}")
+        self.key, self.value, self.expected = key, value, expected
+
+
 @dataclass(frozen=True)
 class RuleContext:
     plan: Plan
@@ -67,11 +75,27 @@ class RuleContext:
         return default if value is None else value
 
     def number(self, key: str, default: int) -> int:
+        """An integer verl reads from `key`; a value that is not one is the user's mistake (WrongType)."""
         value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise WrongType(key, value, "a whole number")
         try:
-            return int(value)
-        except (TypeError, ValueError):
-            return default
+            number = float(value)
+        except ValueError:
+            raise WrongType(key, value, "a whole number") from None
+        if number != number or number in (float("inf"), float("-inf")) or number != int(number):
+            raise WrongType(key, value, "a whole number")
+        return int(number)
+
+    def real(self, key: str, default: float) -> float:
+        """A number verl reads from `key` (temperature, ratios)."""
+        value = self.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise WrongType(key, value, "a number")
+        try:
+            return float(value)
+        except ValueError:
+            raise WrongType(key, value, "a number") from None
 
     def flag(self, key: str, default: bool = False) -> bool:
         value = self.get(key, default)

@@ -28,7 +28,7 @@ def rollout_context_fits_model(ctx: RuleContext) -> list[Finding]:
                             f"lower --max-response-length so prompt + response is at most {limit}")]
         return []
     max_model_len = ctx.get(A + "rollout.max_model_len")
-    if max_model_len is not None and int(max_model_len) > limit:
+    if max_model_len is not None and ctx.number(A + "rollout.max_model_len", 0) > limit:
         return [error("max_response_length", f"rollout.max_model_len {max_model_len} (prompt + response) exceeds "
                       f"the model's max_position_embeddings {limit}: verl {ctx.spec.verl_version}'s vLLM server "
                       "refuses to start", f"lower --max-response-length / --max-prompt-length to a sum of at most "
@@ -50,7 +50,7 @@ def dynamic_batch_token_budget(ctx: RuleContext) -> list[Finding]:
         budget = ctx.get(key)
         if budget is None:
             continue
-        if int(budget) * scale < ctx.sequence_length:
+        if ctx.number(key, 0) * scale < ctx.sequence_length:
             return [error("override" if key in _user_keys(ctx) else "max_token_len",
                           f"{key.rsplit('.', 1)[-1]} {budget} x {scale} is below the longest sequence "
                           f"{ctx.sequence_length} (prompt + response): verl asserts max_token_len >= the sequence "
@@ -64,7 +64,7 @@ def _user_keys(ctx: RuleContext) -> set[str]:
 
 def validation_temperature(ctx: RuleContext) -> list[Finding]:
     """validate_config: val_kwargs.do_sample needs rollout.temperature > 0 (where validate_config runs)."""
-    temperature = float(ctx.get(A + "rollout.temperature", 1.0))
+    temperature = ctx.real(A + "rollout.temperature", 1.0)
     if temperature > 0:
         return []
     if ctx.flag(A + "rollout.val_kwargs.do_sample") and ctx.validate_config_runs:
