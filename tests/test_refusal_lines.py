@@ -1,0 +1,48 @@
+"""Refusals found by an adversarial pass: each is one `error: FIELD: what — fix: how` line, a non-zero
+exit, no traceback and nothing written; secrets in a refused value are never echoed."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+
+
+def isolated(tmp_path) -> dict:
+    """State, config and cache of the CLI under tmp_path (so `nothing written` can be checked)."""
+    return {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"), "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config"),
+            "VERL_DEPLOY_CACHE_DIR": str(tmp_path / "cache")}
+
+
+def written(tmp_path) -> list:
+    return [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def refusal(result, field: str) -> str:
+    """The single error line of a refused command (asserts the shape every refusal has)."""
+    text = result.stdout + result.stderr
+    assert result.returncode != 0, text[-2000:]
+    assert "Traceback" not in text, text[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {field}:") and " fix: " in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("url, secrets", [
+    ("http://user:PASSWORD9@10.0.0.5:9/h", ["PASSWORD9", "user"]),
+    ("slak://T1/B1/SECRETTOKEN123", ["SECRETTOKEN123", "B1"]),
+    ("user:PASSWORD9@10.0.0.5", ["PASSWORD9"]),
+])
+def test_a_refused_notify_url_never_echoes_its_credentials(tmp_path, url, secrets):
+    env = isolated(tmp_path)
+    for extra in ([], ["--json"]):
+        result = run_cli("launch", "--notify", url, *extra, env=env)
+        out = result.stdout + result.stderr
+        if not extra:
+            line = refusal(result, "notify")
+            assert "--notify" in line
+        else:
+            assert result.returncode != 0 and "Traceback" not in out
+        for secret in secrets:
+            assert secret not in out, out
+    assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file()]  # no run record
