@@ -46,3 +46,15 @@ def test_a_refused_notify_url_never_echoes_its_credentials(tmp_path, url, secret
         for secret in secrets:
             assert secret not in out, out
     assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file()]  # no run record
+
+
+@pytest.mark.parametrize("text, field", [("train_steps: yes", "train_steps"), ("lr: on", "lr"),
+                                         ("device_memory_gb: true", "device_memory_gb")])
+def test_a_yaml_yes_no_is_not_read_as_a_number(tmp_path, text, field):
+    """YAML's `yes` is a bool, and pydantic would read it as 1: a one-step training."""
+    config = tmp_path / "run.yaml"
+    config.write_text(text + "\n")
+    result = run_cli("plan", "--config", str(config), "--ignore-detected", env=isolated(tmp_path))
+    line = refusal(result, field)
+    assert "yes/no" in line and "number" in line and "run.yaml" in line
+    assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file()]

@@ -110,6 +110,15 @@ def parse_mount(value: str) -> str:
     return value
 
 
+def _is_number_field(annotation: object) -> bool:
+    """int, float, or Optional of either (bool is a subclass of int, so it is named apart)."""
+    import types
+    import typing
+
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return any(kind in (int, float) for kind in (typing.get_args(annotation) if union else (annotation,)))
+
+
 class RunSpec(BaseModel):
     """The resolved run. Frozen: a change (e.g. a feature added on OOM) makes a new spec."""
 
@@ -229,6 +238,17 @@ class RunSpec(BaseModel):
             npu_type = str(data.get("npu_type") or "a2").strip().lower()
             data = {**data, "image": default_image(version, device, npu_type if npu_type in ("a2", "a3") else "a2")}
         return data
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: object, info) -> object:
+        """pydantic reads True as 1 for int and float fields: YAML's yes/on/true would be a step count of 1."""
+        if isinstance(value, bool) and _is_number_field(cls.model_fields[info.field_name].annotation):
+            name, default = info.field_name, cls.model_fields[info.field_name].default
+            example = f", e.g. {name}: {default}" if isinstance(default, (int, float)) else ""
+            raise names.NameProblem(f"a yes/no value ({str(value).lower()}), not a number",
+                                    f"write a number{example} (YAML reads yes/no/on/off/true/false as yes/no)")
+        return value
 
     @field_validator("devices", mode="before")
     @classmethod
