@@ -58,3 +58,21 @@ def test_a_yaml_yes_no_is_not_read_as_a_number(tmp_path, text, field):
     line = refusal(result, field)
     assert "yes/no" in line and "number" in line and "run.yaml" in line
     assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("flag, value", [("--experiment-name", "a/../../b"), ("--experiment-name", ".."),
+                                         ("--experiment-name", ".hidden"), ("--project-name", "team/x")])
+def test_run_names_that_become_directories_stay_inside_the_checkpoint_root(tmp_path, flag, value):
+    """verl saves to checkpoints/PROJECT/EXPERIMENT: `a/../../b` would land outside that root."""
+    field = flag.removeprefix("--").replace("-", "_")
+    line = refusal(run_cli("plan", "--ignore-detected", flag, value, env=isolated(tmp_path)), field)
+    assert "directory name" in line and flag in line
+    assert not [p for p in (tmp_path / "state").rglob("*") if p.is_file()]
+
+
+def test_a_dotted_experiment_name_is_still_accepted(tmp_path):
+    import json
+
+    result = run_cli("plan", "--ignore-detected", "--json", "--experiment-name", "qwen2.5-7b.v2", env=isolated(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["spec"]["experiment_name"] == "qwen2.5-7b.v2"

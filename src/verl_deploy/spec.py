@@ -316,6 +316,12 @@ class RunSpec(BaseModel):
     def _label(cls, value: Optional[str], info) -> Optional[str]:
         return None if value is None else names.label(value, info.field_name.replace("_", " "))
 
+    @field_validator("project_name", "experiment_name")
+    @classmethod
+    def _directory_name(cls, value: Optional[str], info) -> Optional[str]:
+        """verl saves to checkpoints/PROJECT/EXPERIMENT: each must be one directory name inside that root."""
+        return None if value is None else names.path_segment(value, info.field_name.replace("_", " "))
+
     @field_validator("container")
     @classmethod
     def _container(cls, value: Optional[str]) -> Optional[str]:
