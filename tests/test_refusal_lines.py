@@ -8,9 +8,9 @@ from conftest import run_cli
 
 
 def isolated(tmp_path) -> dict:
-    """State, config and cache of the CLI under tmp_path (so `nothing written` can be checked)."""
-    return {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"), "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config"),
-            "VERL_DEPLOY_CACHE_DIR": str(tmp_path / "cache")}
+    """State and config of the CLI under tmp_path (so `nothing written` can be checked); the verl config
+    cache stays shared (a fresh one would download verl's wheel)."""
+    return {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"), "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config")}
 
 
 def written(tmp_path) -> list:
@@ -76,3 +76,55 @@ def test_a_dotted_experiment_name_is_still_accepted(tmp_path):
     result = run_cli("plan", "--ignore-detected", "--json", "--experiment-name", "qwen2.5-7b.v2", env=isolated(tmp_path))
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["spec"]["experiment_name"] == "qwen2.5-7b.v2"
+
+
+SCHEDULER_REFUSALS = [
+    (["kuberay", "--k8s-volume", "m:/mnt", "--k8s-volume", "m2:/mnt/"], "k8s-volume", "own mount path"),
+    (["kuberay", "--k8s-volume", "m:/dev/shm"], "k8s-volume", "another path"),
+    (["kuberay", "--k8s-volume", "m:/mnt:rx"], "k8s-volume", "CLAIM:/PATH:ro"),
+    (["slurm", "--sbatch-option", "--nodes=4"], "sbatch-option", "--nnodes"),
+    (["slurm", "--sbatch-option=--part=debug"], "sbatch-option", "use --partition"),  # sbatch takes a prefix
+    (["slurm", "--sbatch-option=--gres=gpu:2"], "sbatch-option", "--gres-name"),
+    (["slurm", "--sbatch-option=--ntasks=2"], "sbatch-option", "one task per node"),
+    (["slurm", "--sbatch-option=--time=1:00:00"], "sbatch-option", "use --time"),
+    (["slurm", "--sbatch-option=--error=e.txt"], "sbatch-option", "diagnose"),
+    (["slurm", "--sbatch-option=-N4"], "sbatch-option", "long form"),
+    (["slurm", "--gres-name", "gpu:8"], "gres-name", "--gres-name gpu "),
+]
+
+
+@pytest.mark.parametrize("args, field, fix", SCHEDULER_REFUSALS)
+def test_a_scheduler_file_the_cluster_would_reject_is_not_written(tmp_path, args, field, fix):
+    out = tmp_path / "out"
+    result = run_cli("generate", "--ignore-detected", "--output-dir", str(out), "--scheduler", *args,
+                     env=isolated(tmp_path))
+    line = refusal(result, field)
+    assert fix in line.split(" fix: ", 1)[1], line
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_read_only_volume_is_mounted_read_only_and_the_crd_accepts_it(tmp_path):
+    import yaml
+    from test_kuberay import validate
+
+    out = tmp_path / "out"
+    result = run_cli("generate", "--ignore-detected", "--output-dir", str(out), "--scheduler", "kuberay",
+                     "--k8s-volume", "models:/mnt/models:ro", "--k8s-volume", "ckpt:/mnt/ckpt", env=isolated(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    rayjob = list(yaml.safe_load_all((out / "rayjob.yaml").read_text()))[1]
+    validate(rayjob)
+    mounts = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert {"name": "data-0", "mountPath": "/mnt/models", "readOnly": True} in mounts
+    assert {"name": "data-1", "mountPath": "/mnt/ckpt"} in mounts
+    assert len({m["mountPath"] for m in mounts}) == len(mounts)
+
+
+def test_a_gres_type_is_kept_and_an_extra_sbatch_option_is_added_once(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("generate", "--ignore-detected", "--output-dir", str(out), "--scheduler", "slurm", "--device", "gpu",
+                     "--gres-name", "gpu:a100", "--sbatch-option=--qos=high", env=isolated(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line for line in (out / "submit.sbatch").read_text().splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --gres=gpu:a100:8" in lines and "#SBATCH --qos=high" in lines
+    names = [line.split()[1].split("=")[0] for line in lines]
+    assert len(names) == len(set(names)), lines
