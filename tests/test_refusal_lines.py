@@ -128,3 +128,42 @@ def test_a_gres_type_is_kept_and_an_extra_sbatch_option_is_added_once(tmp_path):
     assert "#SBATCH --gres=gpu:a100:8" in lines and "#SBATCH --qos=high" in lines
     names = [line.split()[1].split("=")[0] for line in lines]
     assert len(names) == len(set(names)), lines
+
+
+def recording_docker(tmp_path) -> dict:
+    """A `docker` on PATH that only logs its calls (and fails): a refusal must come before any of them."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/docker.calls\nexit 1\n")
+    (bin_dir / "docker").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("mounts, words", [
+    (["--mount", "/tmp:/y:ro", "--mount", "/tmp:/y"], ["/y", "duplicate"]),
+    (["--mount", "/tmp:/y/", "--mount", "/tmp:/y/."], ["/y", "duplicate"]),
+    (["--mount", "/tmp:/"], ["'/tmp:/'", "destination"]),
+    (["--mount", "/tmp:y"], ["absolute"]),
+])
+def test_container_mounts_docker_would_refuse_are_refused_before_any_docker_call(tmp_path, mounts, words):
+    env = {**isolated(tmp_path), **recording_docker(tmp_path)}
+    result = run_cli("container", "create", "-y", "--device", "gpu", "--ignore-detected", *mounts, "img:1", "nn", env=env)
+    line = refusal(result, "mounts")
+    assert all(word in line for word in words) and "--mount" in line, line
+    assert not (tmp_path / "docker.calls").exists()  # docker was never called
+
+
+def test_a_user_mount_at_an_automatic_mount_path_replaces_it():
+    """The model directory is mounted at its own path; a --mount there too would be a duplicate mount point."""
+    import tempfile
+
+    from verl_deploy.backends.docker import run_argv
+    from verl_deploy.spec import RunSpec
+
+    with tempfile.TemporaryDirectory() as model:
+        spec = RunSpec(device="gpu", model_path=model, mounts=[f"/tmp:{model}:ro"])
+        argv = run_argv(spec, "nn", "img:1", devices=[])
+    targets = [argv[i + 1].split(":")[1] for i, word in enumerate(argv) if word == "-v"]
+    assert targets == [model] and f"/tmp:{model}:ro" in argv

@@ -107,7 +107,17 @@ def parse_mount(value: str) -> str:
         raise ValueError(f"{value!r} is not HOST:CONTAINER or HOST:CONTAINER:ro")
     if not all(part.startswith("/") for part in parts[:2]):
         raise ValueError(f"{value!r}: both paths must be absolute")
+    if mount_destination(value) == "/":
+        raise names.NameProblem(f"{value!r} mounts over the container's / (docker refuses that destination)",
+                                "mount it at a directory, e.g. --mount /data:/data")
     return value
+
+
+def mount_destination(mount: str) -> str:
+    """Where a HOST:CONTAINER[:ro] bind lands, as docker compares it (a cleaned path)."""
+    import posixpath
+
+    return posixpath.normpath(mount.split(":")[1]).replace("//", "/")
 
 
 def _is_number_field(annotation: object) -> bool:
@@ -279,7 +289,16 @@ class RunSpec(BaseModel):
     @field_validator("mounts", mode="before")
     @classmethod
     def _mounts(cls, value: object) -> list[str]:
-        return [parse_mount(item) for item in cls._string_list(value)]
+        mounts = [parse_mount(item) for item in cls._string_list(value)]
+        seen: dict[str, str] = {}
+        for mount in mounts:
+            where = mount_destination(mount)
+            if where in seen:
+                raise names.NameProblem(f"{seen[where]!r} and {mount!r} both mount at {where} in the container "
+                                        "(docker refuses a duplicate mount point)",
+                                        "give each --mount its own container path")
+            seen[where] = mount
+        return mounts
 
     @field_validator("overrides")
     @classmethod
