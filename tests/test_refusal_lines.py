@@ -167,3 +167,31 @@ def test_a_user_mount_at_an_automatic_mount_path_replaces_it():
         argv = run_argv(spec, "nn", "img:1", devices=[])
     targets = [argv[i + 1].split(":")[1] for i, word in enumerate(argv) if word == "-v"]
     assert targets == [model] and f"/tmp:{model}:ro" in argv
+
+
+@pytest.mark.parametrize("args, assumed, known", [
+    (["--device", "gpu", "--device-name", "Tesla-T4"], 80.0, "H100"),
+    (["--device-name", "bogus"], 64.0, "910B1/2/3"),
+])
+def test_an_unknown_device_name_warns_which_memory_was_assumed(tmp_path, args, assumed, known):
+    """Not refused (new devices appear), but never a silent 80 GB: the warning names the known ones and the fix."""
+    import json
+
+    env = isolated(tmp_path)
+    human = run_cli("plan", "--ignore-detected", *args, env=env)
+    assert human.returncode == 0, human.stderr[-2000:]
+    line = next(line for line in (human.stdout + human.stderr).splitlines() if line.startswith("warning: device_name:"))
+    assert f"assumed {assumed:g} GB" in line and known in line and "fix: pass --device-memory-gb N" in line
+    document = json.loads(run_cli("plan", "--ignore-detected", "--json", *args, env=env).stdout)
+    assert document["memory"]["device_gb"] == assumed
+    sized = json.loads(run_cli("plan", "--ignore-detected", "--json", *args, "--device-memory-gb", "16", env=env).stdout)
+    assert sized["memory"]["device_gb"] == 16.0 and not [f for f in sized["findings"] if f["field"] == "device_name"]
+
+
+def test_an_l40s_is_estimated_with_its_48_gb():
+    import json
+
+    result = run_cli("plan", "--ignore-detected", "--json", "--device", "gpu", "--device-name", "NVIDIA L40S")
+    document = json.loads(result.stdout)
+    assert document["memory"]["device_gb"] == 48.0
+    assert not [f for f in document["findings"] if f["field"] == "device_name"]
