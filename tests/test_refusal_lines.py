@@ -84,6 +84,7 @@ SCHEDULER_REFUSALS = [
     (["kuberay", "--k8s-volume", "m:/mnt:rx"], "k8s-volume", "CLAIM:/PATH:ro"),
     (["slurm", "--sbatch-option", "--nodes=4"], "sbatch-option", "--nnodes"),
     (["slurm", "--sbatch-option=--part=debug"], "sbatch-option", "use --partition"),  # sbatch takes a prefix
+    (["slurm", "--sbatch-option=--n=4"], "sbatch-option", "remove it"),  # ambiguous to sbatch: --nodes, --ntasks
     (["slurm", "--sbatch-option=--gres=gpu:2"], "sbatch-option", "--gres-name"),
     (["slurm", "--sbatch-option=--ntasks=2"], "sbatch-option", "one task per node"),
     (["slurm", "--sbatch-option=--time=1:00:00"], "sbatch-option", "use --time"),

@@ -33,7 +33,7 @@ class OptionProblem(ValueError):
 # what submit.sbatch (and launch's sbatch command line) set themselves: sbatch long option -> the fix.
 # sbatch reads an unambiguous prefix of a long option as the option (getopt_long), so prefixes count too.
 SBATCH_OWN = {
-    "--job-name": "remove it: verl-deploy names the job (launch: after the run)",
+    "--job-name": "remove it: verl-deploy names the job (launch names it after the run)",
     "--nodes": "remove it: the node count comes from the plan (--nnodes)",
     "--ntasks-per-node": "remove it: submit.sbatch runs one task per node",
     "--ntasks": "remove it: submit.sbatch runs one task per node (--nnodes tasks)",
@@ -52,8 +52,6 @@ RESERVED_VOLUME_PATHS = {"/verl-deploy": "the generated scripts", "/dev/shm": "s
 def sbatch_conflict(option: str) -> tuple[str, str] | None:
     """(the option submit.sbatch sets, the fix) when `option` (--NAME[=VALUE]) would set it again."""
     name = option.split("=", 1)[0]
-    if len(name) < 4:  # `--n`: ambiguous for sbatch, refused by the syntax check's fix anyway
-        return None
     if name in SBATCH_OWN:
         return name, SBATCH_OWN[name]
     for own, fix in SBATCH_OWN.items():
