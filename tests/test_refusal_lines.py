@@ -132,12 +132,14 @@ def test_a_gres_type_is_kept_and_an_extra_sbatch_option_is_added_once(tmp_path):
 
 
 def recording_docker(tmp_path) -> dict:
-    """A `docker` on PATH that only logs its calls (and fails): a refusal must come before any of them."""
+    """A `docker` on PATH that only logs its calls and fails (saying, as docker does, that no container
+    of that name exists): a refusal must come before any of them, or at least before run and pull."""
     import os
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "docker").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/docker.calls\nexit 1\n")
+    (bin_dir / "docker").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path}/docker.calls\n"
+                                    "echo 'Error: No such object: x' >&2\nexit 1\n")
     (bin_dir / "docker").chmod(0o755)
     return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
@@ -196,3 +198,17 @@ def test_an_l40s_is_estimated_with_its_48_gb():
     document = json.loads(result.stdout)
     assert document["memory"]["device_gb"] == 48.0
     assert not [f for f in document["findings"] if f["field"] == "device_name"]
+
+
+def test_a_mount_onto_a_driver_path_the_container_gets_is_refused_before_docker_runs(tmp_path):
+    """On Ascend the host's npu-smi is bound at its own path; a --mount there too is a duplicate mount point."""
+    driver = tmp_path / "driver"
+    (driver / "usr/local/bin").mkdir(parents=True)
+    (driver / "usr/local/bin/npu-smi").write_text("#!/bin/sh\n")
+    env = {**isolated(tmp_path), **recording_docker(tmp_path), "VERL_DEPLOY_DRIVER_ROOT": str(driver)}
+    result = run_cli("container", "create", "-y", "--ignore-detected", "--mount", "/tmp:/usr/local/bin/npu-smi",
+                     "img:1", "nn", env=env)
+    line = refusal(result, "container")
+    assert "/usr/local/bin/npu-smi" in line and "another container path" in line
+    calls = (tmp_path / "docker.calls").read_text().splitlines()
+    assert calls == ["container inspect -- nn"], calls  # only the look-up whether nn exists: no pull, no run

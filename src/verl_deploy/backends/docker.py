@@ -172,7 +172,9 @@ def mount_args(spec: RunSpec) -> list[str]:
     """The user's own `--mount HOST:CONTAINER[:ro]` binds; a missing host path is refused, never created."""
     from verl_deploy.spec import mount_destination
 
-    driver_targets = {os.path.normpath(target) for _, target in ASCEND_BINDS} if spec.device == "npu" else set()
+    # the driver paths device_args binds (those present on this host): docker refuses a second mount there
+    driver_targets = {os.path.normpath(target) for source, target in ASCEND_BINDS
+                      if spec.device == "npu" and (driver_root() / source.lstrip("/")).exists()}
     args: list[str] = []
     for mount in spec.mounts:
         if mount_destination(mount) in driver_targets:
