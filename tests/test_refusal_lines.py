@@ -212,3 +212,14 @@ def test_a_mount_onto_a_driver_path_the_container_gets_is_refused_before_docker_
     assert "/usr/local/bin/npu-smi" in line and "another container path" in line
     calls = (tmp_path / "docker.calls").read_text().splitlines()
     assert calls == ["container inspect -- nn"], calls  # only the look-up whether nn exists: no pull, no run
+
+
+def test_a_delivery_error_is_kept_without_the_urls_secrets():
+    """What apprise logs on a failed delivery goes into the run record and `status`: scrubbed first."""
+    from verl_deploy.runs.notify import scrub, target
+
+    url = "json://user:PASSWORD9@10.0.0.5:9/hook/SECRETTOKEN123?token=Q1W2E3"
+    said = f"Failed to send to {url}: 401 for user:PASSWORD9 at /hook/SECRETTOKEN123 token=Q1W2E3"
+    kept = scrub(said, url)
+    assert not any(secret in kept for secret in ("PASSWORD9", "SECRETTOKEN123", "Q1W2E3")), kept
+    assert target(url) in kept and target(url) == "json://10.0.0.5:9"
