@@ -158,6 +158,20 @@ def label(text: object, what: str, limit: int = 256) -> str:
     return text
 
 
+def path_segment(text: object, what: str) -> str:
+    """A label that becomes one directory name (verl's checkpoints/PROJECT/EXPERIMENT): no '/', no '..',
+    no leading '.', so the directory stays inside its root and is not hidden."""
+    value = label(text, what, limit=NAME_MAX)
+    fix = f"give the {what} as one directory name, without '/' and not starting with '.', e.g. dapo-qwen3-8b"
+    if "/" in value:
+        raise NameProblem(f"{what} {_shown(value)} contains '/', and it becomes a directory name", fix)
+    if value.startswith("."):
+        raise NameProblem(f"{what} {_shown(value)} starts with '.' ('..' leaves the checkpoint root, '.x' is hidden)", fix)
+    if len(value.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        raise NameProblem(f"{what} {_shown(value)} is longer than {NAME_MAX} bytes, the limit for one directory name", fix)
+    return value
+
+
 def url(text: object, what: str = "URL") -> str:
     """An http(s) URL for SwanLab's host or a proxy: scheme, a valid host, an optional port and path."""
     from urllib.parse import urlsplit

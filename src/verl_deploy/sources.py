@@ -51,7 +51,7 @@ FALSY = {"0", "false", "no", "off", "n"}
 
 
 def _flag_name(field: str) -> str:
-    return "--override" if field == "overrides" else "--" + field.replace("_", "-")
+    return {"overrides": "--override", "mounts": "--mount"}.get(field) or "--" + field.replace("_", "-")
 
 
 def where(source: str, field: str) -> str:

@@ -107,7 +107,26 @@ def parse_mount(value: str) -> str:
         raise ValueError(f"{value!r} is not HOST:CONTAINER or HOST:CONTAINER:ro")
     if not all(part.startswith("/") for part in parts[:2]):
         raise ValueError(f"{value!r}: both paths must be absolute")
+    if mount_destination(value) == "/":
+        raise names.NameProblem(f"{value!r} mounts over the container's / (docker refuses that destination)",
+                                "mount it at a directory, e.g. --mount /data:/data")
     return value
+
+
+def mount_destination(mount: str) -> str:
+    """Where a HOST:CONTAINER[:ro] bind lands, as docker compares it (a cleaned path)."""
+    import posixpath
+
+    return posixpath.normpath(mount.split(":")[1]).replace("//", "/")
+
+
+def _is_number_field(annotation: object) -> bool:
+    """int, float, or Optional of either (bool is a subclass of int, so it is named apart)."""
+    import types
+    import typing
+
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return any(kind in (int, float) for kind in (typing.get_args(annotation) if union else (annotation,)))
 
 
 class RunSpec(BaseModel):
@@ -230,6 +249,17 @@ class RunSpec(BaseModel):
             data = {**data, "image": default_image(version, device, npu_type if npu_type in ("a2", "a3") else "a2")}
         return data
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: object, info) -> object:
+        """pydantic reads True as 1 for int and float fields: YAML's yes/on/true would be a step count of 1."""
+        if isinstance(value, bool) and _is_number_field(cls.model_fields[info.field_name].annotation):
+            name, default = info.field_name, cls.model_fields[info.field_name].default
+            example = f", e.g. {name}: {default}" if isinstance(default, (int, float)) else ""
+            raise names.NameProblem(f"a yes/no value ({str(value).lower()}), not a number",
+                                    f"write a number{example} (YAML reads yes/no/on/off/true/false as yes/no)")
+        return value
+
     @field_validator("devices", mode="before")
     @classmethod
     def _devices(cls, value: object) -> list[int]:
@@ -259,7 +289,16 @@ class RunSpec(BaseModel):
     @field_validator("mounts", mode="before")
     @classmethod
     def _mounts(cls, value: object) -> list[str]:
-        return [parse_mount(item) for item in cls._string_list(value)]
+        mounts = [parse_mount(item) for item in cls._string_list(value)]
+        seen: dict[str, str] = {}
+        for mount in mounts:
+            where = mount_destination(mount)
+            if where in seen:
+                raise names.NameProblem(f"{seen[where]!r} and {mount!r} both mount at {where} in the container "
+                                        "(docker refuses a duplicate mount point)",
+                                        "give each --mount its own container path")
+            seen[where] = mount
+        return mounts
 
     @field_validator("overrides")
     @classmethod
@@ -295,6 +334,12 @@ class RunSpec(BaseModel):
     @classmethod
     def _label(cls, value: Optional[str], info) -> Optional[str]:
         return None if value is None else names.label(value, info.field_name.replace("_", " "))
+
+    @field_validator("project_name", "experiment_name")
+    @classmethod
+    def _directory_name(cls, value: Optional[str], info) -> Optional[str]:
+        """verl saves to checkpoints/PROJECT/EXPERIMENT: each must be one directory name inside that root."""
+        return None if value is None else names.path_segment(value, info.field_name.replace("_", " "))
 
     @field_validator("container")
     @classmethod

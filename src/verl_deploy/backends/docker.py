@@ -170,8 +170,17 @@ def device_args(spec: RunSpec) -> tuple[list[str], list[str]]:
 
 def mount_args(spec: RunSpec) -> list[str]:
     """The user's own `--mount HOST:CONTAINER[:ro]` binds; a missing host path is refused, never created."""
+    from verl_deploy.spec import mount_destination
+
+    # the driver paths device_args binds (those present on this host): docker refuses a second mount there
+    driver_targets = {os.path.normpath(target) for source, target in ASCEND_BINDS
+                      if spec.device == "npu" and (driver_root() / source.lstrip("/")).exists()}
     args: list[str] = []
     for mount in spec.mounts:
+        if mount_destination(mount) in driver_targets:
+            raise DockerError(f"--mount {mount}: the container gets the host's Ascend driver at "
+                              f"{mount_destination(mount)} already (docker refuses a duplicate mount point)",
+                              "mount it at another container path")
         host = mount.split(":", 1)[0]
         if not os.path.exists(host):
             raise DockerError(f"--mount {mount}: {host} does not exist on this host (docker would create it empty)",
@@ -185,8 +194,12 @@ def run_argv(spec: RunSpec, name: str, image: str, env_file: str | None = None, 
     """`docker run -d ...` for a new training container (no secret in it)."""
     argv = ["run", "-d", f"--name={name}", "--net=host", "--ipc=host", "--label", "verl-deploy=1"]
     argv += device_args(spec)[0] if devices is None else devices
+    from verl_deploy.spec import mount_destination
+
+    own = {mount_destination(mount) for mount in spec.mounts}
     for path in mounted_paths(spec):
-        argv += ["-v", f"{path}:{path}"]
+        if os.path.normpath(path) not in own:  # the user's --mount at that path wins (docker refuses both)
+            argv += ["-v", f"{path}:{path}"]
     argv += mount_args(spec)
     if run_dir_mount:
         argv += ["-v", run_dir_mount]

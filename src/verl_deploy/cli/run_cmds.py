@@ -103,7 +103,7 @@ def launch_command(
     for url in notify or []:
         problem = invalid_notify_url(url)
         if problem:
-            raise fail([error("notify", f"--notify {url[:80]!r}: {problem}",
+            raise fail([error("notify", f"--notify {target(url)[:80]!r}: {problem}",
                               "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://...")],
                        as_json=json_output)
         away = unreachable_notify_url(url)

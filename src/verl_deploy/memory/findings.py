@@ -9,6 +9,9 @@ def memory_findings(estimate, note: str) -> list[Finding]:
     if estimate is None:
         return [info("memory", f"no memory estimate: {note}", "pass --model-path to a directory with config.json")]
     found: list[Finding] = []
+    if estimate.device.unknown_name:
+        found.append(warning("device_name", estimate.device.unknown_name,
+                             "pass --device-memory-gb N, the memory of one device in GB"))
     if not estimate.fits:
         over = estimate.over()
         worst = max(over, key=lambda p: estimate.phase_gb(p) if p in estimate.phases else 0)

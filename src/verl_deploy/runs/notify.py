@@ -6,6 +6,7 @@ notice names the run, the step, the failure class, cause and fix, and the last l
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from pathlib import Path
@@ -36,17 +37,46 @@ def compose(run_id: str, title: str, step: int, total: int | None, failure: dict
     return "\n".join(lines)
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.+-]{1,40}")
+
+
 def target(url: str) -> str:
-    """What a notice went to, without the secret parts of the URL (tokens, passwords, paths)."""
+    """What a notice went to, without the secret parts of the URL (user, password, tokens, paths).
+
+    Every message about a notify URL shows this form, never the URL itself: apprise URLs carry
+    credentials in the user, password and path parts (slack://T/B/TOKEN, mailto://user:pass@host).
+    """
     from urllib.parse import urlsplit
 
+    if not isinstance(url, str):
+        return "(not a URL)"
+    if "://" not in url:
+        # a bare word ("notaurl") is shown; anything else may be a pasted secret
+        return url if _PLAIN.fullmatch(url) else "(not a URL; not shown: it may hold a secret)"
+    scheme = url.split("://")[0]
+    scheme = scheme if _PLAIN.fullmatch(scheme) else "?"
     try:
         parts = urlsplit(url)
         host = parts.hostname or ""
         port = f":{parts.port}" if parts.port else ""
     except ValueError:
-        return url.split("://")[0] + "://"
-    return f"{parts.scheme}://{host}{port}"
+        return scheme + "://"
+    return f"{scheme}://{host}{port}"
+
+
+def scrub(text: str, url: str) -> str:
+    """Text (an apprise error) with the secret parts of url replaced by ***."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url)
+        secrets = [parts.password, parts.username, parts.path.strip("/"), parts.query, *parts.path.split("/")]
+    except ValueError:
+        secrets = [url]
+    text = text.replace(url, target(url))
+    for secret in sorted({s for s in secrets if s and len(s) >= 3}, key=len, reverse=True):
+        text = text.replace(secret, "***").replace(unquote(secret), "***")
+    return text
 
 
 def invalid(url: str) -> str | None:
@@ -58,7 +88,7 @@ def invalid(url: str) -> str | None:
     if "://" not in url:
         return "not a URL"
     if apprise.Apprise.instantiate(url, suppress_exceptions=True) is None:
-        return f"apprise does not accept this {url.split('://')[0][:20]}:// URL"
+        return f"apprise does not accept this {target(url).split('://')[0]}:// URL"
     return None
 
 
@@ -101,7 +131,8 @@ def send(urls: list[str], title: str, body: str) -> list[dict]:
             ok = bool(sender.notify(title=title, body=body))
             lines = [line.strip() for line in captured.getvalue().splitlines() if line.strip()]
         results.append({"target": target(url), "ok": ok, "time": time.time(),
-                        "error": None if ok else (lines[-1].split(" - ")[-1][:300] if lines else "apprise reported a failed delivery")})
+                        "error": None if ok else (scrub(lines[-1].split(" - ")[-1], url)[:300] if lines
+                                                  else "apprise reported a failed delivery")})
     return results
 
 

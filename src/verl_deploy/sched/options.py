@@ -22,12 +22,51 @@ DEFAULT_K8S_RESOURCE = {"gpu": "nvidia.com/gpu", "npu": "huawei.com/Ascend910"}
 DEFAULT_SECRET = "verl-deploy-swanlab"
 
 
+class OptionProblem(ValueError):
+    """What is wrong with a scheduler flag, and `fix`: what to write instead."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+
+# what submit.sbatch (and launch's sbatch command line) set themselves: sbatch long option -> the fix.
+# sbatch reads an unambiguous prefix of a long option as the option (getopt_long), so prefixes count too.
+SBATCH_OWN = {
+    "--job-name": "remove it: verl-deploy names the job (launch names it after the run)",
+    "--nodes": "remove it: the node count comes from the plan (--nnodes)",
+    "--ntasks-per-node": "remove it: submit.sbatch runs one task per node",
+    "--ntasks": "remove it: submit.sbatch runs one task per node (--nnodes tasks)",
+    "--gres": "remove it: use --gres-name NAME (the count is the plan's devices per node)",
+    "--partition": "use --partition instead",
+    "--account": "use --account instead",
+    "--time": "use --time instead",
+    "--output": "remove it: the job's output is the run's log (verl-deploy-%j.out; launch sets its own)",
+    "--error": "remove it: the job's errors must reach the run's log, where diagnose reads them",
+    "--requeue": "remove it: submit.sbatch sets --no-requeue; launch resubmits a failed attempt itself",
+    "--no-requeue": "remove it: submit.sbatch sets it already",
+}
+RESERVED_VOLUME_PATHS = {"/verl-deploy": "the generated scripts", "/dev/shm": "shared memory"}
+
+
+def sbatch_conflict(option: str) -> tuple[str, str] | None:
+    """(the option submit.sbatch sets, the fix) when `option` (--NAME[=VALUE]) would set it again."""
+    name = option.split("=", 1)[0]
+    if name in SBATCH_OWN:
+        return name, SBATCH_OWN[name]
+    for own, fix in SBATCH_OWN.items():
+        if own.startswith(name):
+            return own, fix
+    return None
+
+
 class Volume(BaseModel):
-    """A PersistentVolumeClaim mounted at the same path in every pod."""
+    """A PersistentVolumeClaim mounted at the same path in every pod (read-only with `:ro`)."""
 
     model_config = ConfigDict(frozen=True)
     claim: str
     path: str
+    read_only: bool = False
 
 
 class SchedulerOptions(BaseModel):
@@ -53,6 +92,23 @@ class SchedulerOptions(BaseModel):
             raise ValueError(f"{value!r} has characters Slurm does not take here")
         return value
 
+    @field_validator("gres_name")
+    @classmethod
+    def _gres_name(cls, value: Optional[str]) -> Optional[str]:
+        """NAME or NAME:TYPE: submit.sbatch appends the count (--gres=NAME[:TYPE]:COUNT)."""
+        if value is None:
+            return value
+        parts = value.split(":")
+        if "," in value or len(parts) > 2 or not all(parts):
+            raise OptionProblem(f"{value!r} is not one gres NAME or NAME:TYPE",
+                                "give one gres, e.g. --gres-name gpu or --gres-name gpu:a100")
+        if len(parts) == 2 and parts[1].isdigit():
+            raise OptionProblem(f"{value!r} holds a count ({parts[1]}); Slurm would read it as a type "
+                                f"(--gres={value}:N)",
+                                f"give the name only, --gres-name {parts[0]} (the count is the plan's devices "
+                                "per node: set it with --devices)")
+        return value
+
     @field_validator("time")
     @classmethod
     def _time(cls, value: Optional[str]) -> Optional[str]:
@@ -65,7 +121,26 @@ class SchedulerOptions(BaseModel):
     def _sbatch(cls, value: list[str]) -> list[str]:
         for item in value:
             if not re.fullmatch(r"--[a-z][a-z-]*(=[^\s'\"\\$`]+)?", item):
-                raise ValueError(f"{item!r} is not one sbatch option like --qos=high (no spaces or quotes)")
+                raise OptionProblem(f"{item!r} is not one sbatch option like --qos=high (no spaces or quotes)",
+                                    "write the long form --NAME=VALUE (short options like -N are not taken)")
+            conflict = sbatch_conflict(item)
+            if conflict:
+                raise OptionProblem(f"{item!r} sets {conflict[0]}, which submit.sbatch sets itself", conflict[1])
+        return value
+
+    @field_validator("volumes")
+    @classmethod
+    def _unique_mounts(cls, value: list[Volume]) -> list[Volume]:
+        seen: set[str] = set()
+        for volume in value:
+            if volume.path in RESERVED_VOLUME_PATHS:
+                raise OptionProblem(f"{volume.claim}:{volume.path}: every pod mounts "
+                                    f"{RESERVED_VOLUME_PATHS[volume.path]} at {volume.path}",
+                                    "mount the claim at another path")
+            if volume.path in seen:
+                raise OptionProblem(f"two volumes at {volume.path} (Kubernetes refuses a pod whose mount paths repeat)",
+                                    "give each --k8s-volume its own mount path")
+            seen.add(volume.path)
         return value
 
     @field_validator("namespace", "swanlab_secret")
@@ -90,10 +165,21 @@ class SchedulerOptions(BaseModel):
 
 
 def parse_volume(text: str) -> Volume:
+    """CLAIM:/PATH or CLAIM:/PATH:ro (read-only)."""
     claim, sep, path = text.partition(":")
+    read_only = path.endswith((":ro", ":rw"))
+    if read_only:
+        path, mode = path[:-3], path[-2:]
+        read_only = mode == "ro"
+    fix = "write CLAIM:/PATH or CLAIM:/PATH:ro, e.g. --k8s-volume models:/mnt/models:ro"
     if not sep or not K8S_NAME.fullmatch(claim) or not path.startswith("/"):
-        raise ValueError(f"{text!r} is not CLAIM:/MOUNT/PATH (a PersistentVolumeClaim and an absolute path)")
-    return Volume(claim=claim, path=path.rstrip("/") or "/")
+        raise OptionProblem(f"{text!r} is not CLAIM:/MOUNT/PATH (a PersistentVolumeClaim and an absolute path)", fix)
+    if ":" in path or re.search(r"[\x00-\x20\x7f]", path) or len(path) > 4096:
+        raise OptionProblem(f"{text!r}: the mount path {path!r} has a ':' or a space or control character", fix)
+    parts = path.strip("/").split("/")
+    if any(part in (".", "..") for part in parts):
+        raise OptionProblem(f"{text!r}: the mount path has a '.' or '..' part", fix)
+    return Volume(claim=claim, path=path.rstrip("/") or "/", read_only=read_only)
 
 
 FLAG_OF = {"partition": "--partition", "account": "--account", "time": "--time", "gres_name": "--gres-name",
@@ -113,7 +199,9 @@ def build(**values) -> SchedulerOptions:
         if errors:
             field = str(errors[0]["loc"][0]) if errors[0]["loc"] else "scheduler"
             message = str(errors[0]["msg"]).removeprefix("Value error, ")
+            cause = (errors[0].get("ctx") or {}).get("error")
         else:
-            field, message = "volumes", str(exc)
+            field, message, cause = "volumes", str(exc), exc
         flag = FLAG_OF.get(field, field)
-        raise UserError([error(flag.lstrip("-"), f"{flag}: {message}", f"fix {flag} (see --help)")]) from None
+        fix = getattr(cause, "fix", None) or f"fix {flag} (see --help)"
+        raise UserError([error(flag.lstrip("-"), f"{flag}: {message}", fix)]) from None

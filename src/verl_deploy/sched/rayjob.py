@@ -43,7 +43,8 @@ def _container(plan: Plan, options: SchedulerOptions, name: str, volumes: list[d
     return {
         "name": name, "image": spec.image, "env": container_env(plan, options),
         "resources": {"limits": {resource: count}, "requests": {resource: count}},
-        "volumeMounts": [{"name": v["name"], "mountPath": v["mountPath"]} for v in volumes]
+        "volumeMounts": [{"name": v["name"], "mountPath": v["mountPath"], **({"readOnly": True} if v.get("readOnly") else {})}
+                         for v in volumes]
                         + [{"name": "verl-deploy-scripts", "mountPath": SCRIPTS_MOUNT},
                            {"name": "dshm", "mountPath": "/dev/shm"}],
     }
@@ -52,7 +53,8 @@ def _container(plan: Plan, options: SchedulerOptions, name: str, volumes: list[d
 def _volumes(plan: Plan, options: SchedulerOptions) -> list[dict]:
     """The user's PersistentVolumeClaims, else the host's directories (hostPath) at the same paths."""
     if options.volumes:
-        return [{"name": f"data-{i}", "claim": v.claim, "mountPath": v.path} for i, v in enumerate(options.volumes)]
+        return [{"name": f"data-{i}", "claim": v.claim, "mountPath": v.path, "readOnly": v.read_only}
+                for i, v in enumerate(options.volumes)]
     return [{"name": f"data-{i}", "hostPath": d, "mountPath": d} for i, d in enumerate(shared_dirs(plan.spec))]
 
 
