@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from verl_deploy.features import lookup
 from verl_deploy.findings import Finding, UserError, error
-from verl_deploy.secrets import load_swanlab_key
+from verl_deploy.boundedread import UnreadableFile
+from verl_deploy.secrets import key_path, load_swanlab_key
 from verl_deploy.spec import RunSpec, field_names, parse_hosts
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
@@ -154,7 +155,12 @@ def resolve(
         file_values, problems = load_config_file(config_file)
         findings += problems
         layer(file_values, f"file {config_file}")
-    stored_key = load_swanlab_key()
+    try:
+        stored_key = load_swanlab_key()
+    except UnreadableFile as exc:
+        stored_key = None
+        findings.append(error("swanlab_api_key", f"the saved key file {exc}",
+                              f"save the key again: verl-deploy swanlab login (or delete {key_path()})"))
     if stored_key:
         layer({"swanlab_api_key": stored_key}, "secret file")
     env_values, env_sources = env_layer(environ)
