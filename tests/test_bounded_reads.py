@@ -133,3 +133,33 @@ def test_an_attempt_log_that_is_a_directory_or_fifo_is_one_line_naming_it(dirs, 
         one_error_line(run_cli(*command, env=dirs["env"]), "error: log: attempt 1's log", str(log),
                        "a directory" if kind == "directory" else "a FIFO")
     assert not out.exists()  # nothing half-written
+
+
+def test_config_files_that_are_fifos_devices_directories_or_nested_too_deep_are_one_line(dirs):
+    tmp = dirs["tmp"]
+    os.mkfifo(tmp / "fifo.yaml")
+    (tmp / "zero.yaml").symlink_to("/dev/zero")
+    (tmp / "dir.yaml").mkdir()
+    (tmp / "deep.yaml").write_text("model_path: " + DEEP + "\n")
+    for name, what in (("fifo.yaml", "is a FIFO"), ("zero.yaml", "is a character device"),
+                       ("dir.yaml", "is a directory"), ("deep.yaml", "nested too deep")):
+        one_error_line(run_cli("plan", "--config", str(tmp / name), env=dirs["env"], cwd=tmp), "error: config:", what)
+
+
+@pytest.mark.timeout(30)
+def test_a_fifo_as_checkpoint_tracker_or_exit_file_never_blocks_the_supervisor(tmp_path):
+    """The supervisor polls these files; a FIFO (no writer) in their place used to block it for good."""
+    from verl_deploy.backends.base import exit_code
+    from verl_deploy.runs.checkpoints import tracked_step
+
+    ckpts = tmp_path / "ckpts"
+    ckpts.mkdir()
+    os.mkfifo(ckpts / "latest_checkpointed_iteration.txt")
+    os.mkfifo(tmp_path / "exit_code")
+    assert tracked_step(ckpts) is None
+    assert exit_code({"exit_file": str(tmp_path / "exit_code")}) is None
+    os.unlink(ckpts / "latest_checkpointed_iteration.txt")
+    (ckpts / "latest_checkpointed_iteration.txt").write_text("6\n")
+    os.unlink(tmp_path / "exit_code")
+    (tmp_path / "exit_code").write_text("3\n")
+    assert tracked_step(ckpts) == 6 and exit_code({"exit_file": str(tmp_path / "exit_code")}) == 3
