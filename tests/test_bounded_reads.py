@@ -169,3 +169,22 @@ def test_diagnose_names_a_fifo_or_device_instead_of_calling_it_empty(dirs):
     os.mkfifo(dirs["tmp"] / "train.log")
     for path, kind in ((str(dirs["tmp"] / "train.log"), "is a FIFO"), ("/dev/zero", "is a character device")):
         one_error_line(run_cli("diagnose", path, env=dirs["env"]), "error: LOGFILE:", kind)
+
+
+@pytest.mark.timeout(30)
+def test_calibration_log_and_notice_tail_survive_fifos_and_lines_nested_too_deep(tmp_path):
+    from verl_deploy.memory import calibration
+    from verl_deploy.runs.notify import last_lines
+
+    log = tmp_path / calibration.LOG_NAME
+    good = calibration.Entry("Qwen3-8B", "fsdp x8", 64.0, "rollout", ("offload",), "recompute")
+    calibration.append(good, log)
+    with open(log, "a") as handle:
+        handle.write('{"model": %s}\n' % DEEP)  # a damaged line: skipped, the others kept
+    calibration.append(good, log)
+    assert calibration.read(log) == [good, good]
+    os.mkfifo(tmp_path / "fifo")
+    assert calibration.read(tmp_path / "fifo") == []
+    assert last_lines(str(tmp_path / "fifo")) == []
+    (tmp_path / "train.log").write_text("".join(f"line {i}\n" for i in range(100)))
+    assert last_lines(str(tmp_path / "train.log"), 3) == ["line 97", "line 98", "line 99"]

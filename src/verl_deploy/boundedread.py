@@ -61,6 +61,27 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
     return b"".join(chunks)
 
 
+def read_tail(path: str | os.PathLike, limit: int, label: str | None = None) -> bytes:
+    """The last `limit` bytes of a regular file (a log's end); UnreadableFile for a FIFO, device or directory."""
+    name = label or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnreadableFile(f"{name} is {KIND.get(stat.S_IFMT(info.st_mode), 'not a regular file')}, not a regular file")
+        start = max(0, info.st_size - limit)
+        return os.pread(fd, info.st_size - start, start)
+    except OSError as exc:
+        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def decode(raw: bytes, name: str) -> str:
     try:
         return raw.decode("utf-8")
