@@ -508,8 +508,8 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
                     sys.stdout.write(line + "\n")
             if follower.problem:  # a directory or FIFO where the log should be: say so once, never block on it
                 raise fail([error("log", f"attempt {attempt.n}'s log {follower.problem}",
-                                  f"the log is kept at {record.directory}/attempt-{attempt.n}/; "
-                                  f"`verl-deploy status {record.id}` shows the run")])
+                                  f"put the log file back at that path, or look in {record.directory}/attempt-{attempt.n}/ "
+                                  f"(`verl-deploy status {record.id}` shows the run)")])
             sys.stdout.flush()
             if not follow:
                 return
