@@ -41,7 +41,7 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
             kind = KIND.get(stat.S_IFMT(info.st_mode), "not a regular file")
             raise UnreadableFile(f"{name} is {kind}, not a regular file")
         if info.st_size > limit and not head:
-            raise UnreadableFile(f"{name} is {info.st_size} bytes, more than the {limit} read")
+            raise UnreadableFile(f"{name} is {info.st_size} bytes, over the {limit}-byte limit")
         os.set_blocking(fd, True)
         chunks, total = [], 0
         while total <= limit:
@@ -57,7 +57,7 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
     if total > limit and head:
         return b"".join(chunks)[:limit]
     if total > limit:  # it grew while we read
-        raise UnreadableFile(f"{name} is more than the {limit} bytes read")
+        raise UnreadableFile(f"{name} grew over the {limit}-byte limit while being read")
     return b"".join(chunks)
 
 
