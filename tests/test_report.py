@@ -93,6 +93,22 @@ def test_a_file_without_metrics_still_gets_a_page_that_says_so(tmp_path):
     assert written["pngs"] == [] and "no <code>step:N - key:value</code> metric lines" in Path(written["html"]).read_text()
 
 
+def test_metric_values_near_the_float_limit_are_marked_not_plotted_and_the_report_is_written(tmp_path):
+    """±1e308 overflows matplotlib's tick arithmetic: such values (and 1e400 = inf) are marked, the rest drawn."""
+    from matplotlib.image import imread
+
+    log = tmp_path / "b.log"
+    log.write_text("step:1 - critic/score/mean:1e308\nstep:2 - critic/score/mean:-1e308\n"
+                   "step:3 - critic/score/mean:0.5 - actor/grad_norm:1e400\n")
+    result = run_cli("report", str(log), "-o", str(tmp_path / "r"), "--json")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    written = json.loads(result.stdout)
+    assert written["metrics"] == 2 and len(written["pngs"]) == 2
+    for png in written["pngs"]:
+        assert imread(png).shape[0] > 100  # a real image, not an empty file
+    assert Path(written["html"]).is_file()
+
+
 def test_a_missing_file_or_run_is_one_line():
     result = run_cli("report", "/nonexistent/train.log")
     assert result.returncode == 1 and "is not a file" in result.stderr and "Traceback" not in result.stderr

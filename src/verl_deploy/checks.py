@@ -8,12 +8,12 @@ paths. ``run_checks`` runs them all and returns every finding at once.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from verl_deploy import boundedread
 from verl_deploy import features as feature_registry
 from verl_deploy.devices import MAX_DEVICES_PER_NODE
 from verl_deploy.findings import Finding, error, info, warning
@@ -47,15 +47,20 @@ def _int_field(data: dict, *names: str) -> int | None:
     return None
 
 
+MAX_MODEL_CONFIG_BYTES = 4_000_000  # a HuggingFace config.json is a few KiB; this is not one
+
+
 def read_model_facts(model_path: str) -> Facts:
     """Read the model's shape from its config.json when the directory is readable here."""
     config = Path(model_path) / "config.json"
     if not os.path.isfile(config):
         return Facts()
     try:
-        data = json.loads(config.read_text(encoding="utf-8")[:4_000_000])
-    except (OSError, ValueError) as exc:
-        return Facts(model_config_error=f"{config}: {exc}")
+        data = boundedread.read_json(config, MAX_MODEL_CONFIG_BYTES)
+    except boundedread.UnreadableFile as exc:
+        return Facts(model_config_error=str(exc))
+    except OSError as exc:
+        return Facts(model_config_error=f"{config}: {exc.strerror or exc}")
     if not isinstance(data, dict):
         return Facts(model_config_error=f"{config}: not a JSON object")
     rope = data.get("rope_scaling") if isinstance(data.get("rope_scaling"), dict) else {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from verl_deploy import boundedread
 from verl_deploy.statedir import config_dir
 
 KEY_FILE = "swanlab_api_key"
@@ -31,10 +32,15 @@ def save_swanlab_key(key: str) -> Path:
     return path
 
 
+MAX_KEY_BYTES = 4096  # a SwanLab key is a few dozen characters
+
+
 def load_swanlab_key() -> str | None:
+    """The saved key; None when there is none. UnreadableFile (one line, never the key itself) when the file
+    is damaged: not UTF-8, huge, a FIFO or a device."""
     try:
-        key = key_path().read_text().strip()
-    except OSError:
+        key = boundedread.read_text(key_path(), MAX_KEY_BYTES).strip()
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return key or None
 

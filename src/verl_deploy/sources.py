@@ -19,7 +19,9 @@ from pydantic import ValidationError
 
 from verl_deploy.features import lookup
 from verl_deploy.findings import Finding, UserError, error
-from verl_deploy.secrets import load_swanlab_key
+from verl_deploy import boundedread
+from verl_deploy.boundedread import UnreadableFile
+from verl_deploy.secrets import key_path, load_swanlab_key
 from verl_deploy.spec import RunSpec, field_names, parse_hosts
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
@@ -48,6 +50,7 @@ ENV_VARS: dict[str, str] = {
 }
 TRUTHY = {"1", "true", "yes", "on", "y"}
 FALSY = {"0", "false", "no", "off", "n"}
+MAX_CONFIG_FILE_BYTES = 1 << 20  # a config of spec fields is a few hundred bytes
 
 
 def _flag_name(field: str) -> str:
@@ -77,11 +80,19 @@ def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Find
         file = Path(valid_path(os.fspath(path), "config file"))
     except NameProblem as exc:
         return {}, [error("config", str(exc), exc.fix)]
-    if not os.path.isfile(file):
+    if not os.path.lexists(file):
         return {}, [error("config", f"config file {str(file)!r} does not exist",
                           "check the path, or create one with `verl-deploy init`")]
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = yaml.safe_load(boundedread.read_text(file, MAX_CONFIG_FILE_BYTES, f"config file {str(file)!r}"))
+    except FileNotFoundError:
+        return {}, [error("config", f"config file {str(file)!r} does not exist (a broken link?)",
+                          "check the path, or create one with `verl-deploy init`")]
+    except UnreadableFile as exc:
+        return {}, [error("config", str(exc), "give a YAML file of `field: value` lines (`verl-deploy init` writes one)")]
+    except (RecursionError, MemoryError):
+        return {}, [error("config", f"{file}: nested too deep or too large to read as YAML",
+                          "write one `field: value` per line")]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -154,7 +165,12 @@ def resolve(
         file_values, problems = load_config_file(config_file)
         findings += problems
         layer(file_values, f"file {config_file}")
-    stored_key = load_swanlab_key()
+    try:
+        stored_key = load_swanlab_key()
+    except UnreadableFile as exc:
+        stored_key = None
+        findings.append(error("swanlab_api_key", f"the saved key file {exc}",
+                              f"save the key again: verl-deploy swanlab login (or delete {key_path()})"))
     if stored_key:
         layer({"swanlab_api_key": stored_key}, "secret file")
     env_values, env_sources = env_layer(environ)

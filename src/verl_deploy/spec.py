@@ -13,7 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from verl_deploy import names
+from verl_deploy import boundedread, names
 
 Mode = Literal["dapo", "one-step-off"]
 Framework = Literal["megatron", "fsdp"]
@@ -26,6 +26,7 @@ DEFAULT_IMAGE = "quay.io/ascend/verl:verl-8.3.rc1-910b-ubuntu22.04-py3.11-v0.7.0
 # No node has more accelerators than this; a bound checked before a range is expanded, so
 # `--devices 0-99999999` is one error line instead of gigabytes of ids.
 MAX_DEVICE_IDS = 64
+MAX_HOSTFILE_BYTES = 1 << 20  # 1024 hosts of any sane name, with comments
 
 
 def _too_many(count: int) -> ValueError:
@@ -82,9 +83,9 @@ def parse_hosts(value: object) -> list[str]:
                                 "or leave --nodes out for one node")
     if isinstance(value, str) and value.startswith("@"):
         try:
-            lines = open(value[1:], encoding="utf-8").read().splitlines()
-        except OSError as exc:
-            raise ValueError(f"cannot read the host file {value[1:]!r}: {exc.strerror}") from None
+            lines = boundedread.read_text(value[1:], MAX_HOSTFILE_BYTES, f"the host file {value[1:]!r}").splitlines()
+        except FileNotFoundError:
+            raise ValueError(f"cannot read the host file {value[1:]!r}: no such file") from None
         items: list = [line.split("#", 1)[0] for line in lines]
     else:
         items = value.split(",") if isinstance(value, str) else list(value)

@@ -11,7 +11,6 @@ of a scheduler writes the job's state to a small JSON file the supervisor reads 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 import psutil
+
+from verl_deploy import boundedread
 
 WRAPPER = '"$@" >>"$VD_LOG" 2>&1; code=$?; echo "$code" > "$VD_EXIT.tmp"; mv "$VD_EXIT.tmp" "$VD_EXIT"'
 
@@ -52,7 +53,7 @@ class DetachedProcess:
         if not path:
             return None
         try:
-            data = json.loads(Path(path).read_text()[:65536])
+            data = boundedread.read_json(path, 1 << 20)
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
@@ -79,8 +80,8 @@ def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = Non
 
 def exit_code(handle: dict) -> int | None:
     try:
-        return int(Path(handle["exit_file"]).read_text().strip())
-    except (OSError, ValueError, KeyError):
+        return int(boundedread.read_text(handle["exit_file"], 64).strip())
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 

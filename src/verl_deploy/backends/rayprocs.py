@@ -14,20 +14,28 @@ from pathlib import Path
 
 import psutil
 
+from verl_deploy import boundedread
+
 STARTED = re.compile(r"\[start_verl\] started this run's Ray head at (\S+) \(session (\S+), temp dir (\S+)\)")
+
+
+def started_head(log: str | Path) -> tuple[str, str | None] | None:
+    """(address, session dir) of the Ray head this attempt's start_verl.sh started, as it printed them;
+    None when it started none (it reused a cluster, or has not got that far). Reads only the log's head."""
+    try:
+        head = boundedread.read_bytes(log, 200_000, head=True).decode("utf-8", errors="replace")
+    except (OSError, boundedread.UnreadableFile):
+        return None
+    match = STARTED.search(head)
+    if not match:
+        return None
+    return match.group(1), None if match.group(2) == "unknown" else match.group(2)
 
 
 def started_session(log: str | Path) -> str | None:
     """The session dir of the Ray head the run's start_verl.sh started (None: it reused one, or none yet)."""
-    try:
-        with open(log, "rb") as handle:
-            head = handle.read(200_000).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    match = STARTED.search(head)
-    if not match or match.group(2) == "unknown":
-        return None
-    return match.group(2)
+    head = started_head(log)
+    return head[1] if head else None
 
 
 def ray_processes(session: str) -> list[psutil.Process]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -115,8 +116,10 @@ def diagnose_command(
             path = Path(valid_path(logfile, "log file")).expanduser()
             if not os.path.exists(path) and not follow:
                 problem = f"{path} does not exist"
-            elif os.path.isdir(path):
-                problem = f"{path} is a directory"
+            elif os.path.exists(path) and not os.path.isfile(path):  # a FIFO, /dev/zero, a directory: never opened
+                from verl_deploy.boundedread import KIND
+
+                problem = f"{path} is {KIND.get(stat.S_IFMT(os.stat(path).st_mode), 'not a regular file')}, not a log file"
         except NameProblem as exc:
             problem = str(exc)
         if problem:

@@ -29,7 +29,7 @@ def evidence_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]
     from verl_deploy.cli.output import console, fail, print_json
     from verl_deploy.findings import error
     from verl_deploy.runs.evidence import collect
-    from verl_deploy.runs.record import RunRecord, find_run
+    from verl_deploy.runs.record import RecordError, RunRecord, find_run
 
     found = find_run(run_id)
     if found is None:
@@ -37,7 +37,7 @@ def evidence_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]
                    as_json=json_output)
     try:
         record = RunRecord.load(found)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (RecordError, OSError, ValueError, TypeError, KeyError) as exc:
         raise fail([error("run", f"the record of {found} cannot be read ({exc})", "see `verl-deploy runs`")],
                    as_json=json_output)
     folder = collect(record, "asked for with `verl-deploy evidence`")

@@ -15,7 +15,9 @@ from typing import Any, Callable, List, Optional
 
 import typer
 
+from verl_deploy import boundedread
 from verl_deploy.findings import UserError, error
+from verl_deploy.secrets import MAX_KEY_BYTES
 
 P = inspect.Parameter
 
@@ -181,7 +183,11 @@ def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
             raise UserError([error("swanlab", f"{flags['swanlab']!r} is not yes or no", "pass --swanlab yes or --swanlab no")])
         flags["swanlab"] = answer in {"yes", "true", "on", "1", "y"}
     if flags.get("swanlab_api_key") == "-":
-        key = sys.stdin.readline().strip()
+        try:
+            key = boundedread.read_line(sys.stdin, MAX_KEY_BYTES, "the key on stdin").strip()
+        except boundedread.UnreadableFile as exc:
+            raise UserError([error("swanlab_api_key", str(exc),
+                                   "pipe one line with the key: echo $KEY | verl-deploy ... --swanlab-api-key -")]) from None
         if not key:
             raise UserError([error("swanlab_api_key", "no key on stdin", "pipe the key: echo $KEY | verl-deploy ... --swanlab-api-key -")])
         flags["swanlab_api_key"] = key

@@ -39,7 +39,8 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
     except ImportError:
         raise fail([error("report", "drawing the plots needs matplotlib", "pip install 'verl-deploy[report]'")],
                    as_json=json_output) from None
-    from verl_deploy.runs.record import RunRecord, find_run
+    from verl_deploy.boundedread import UnreadableFile
+    from verl_deploy.runs.record import RecordError, RunRecord, find_run
     from verl_deploy.views.report import build, from_log, from_run
 
     if target and Path(target).is_file():
@@ -55,7 +56,7 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
                               "give a run id (`verl-deploy runs`) or a verl log file")], as_json=json_output)
         try:
             record = RunRecord.load(found)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        except (RecordError, OSError, ValueError, TypeError, KeyError) as exc:
             raise fail([error("run", f"the record of {found} cannot be read ({exc})", "report its log file instead: "
                               f"verl-deploy report <runs dir>/{found}/attempt-N/train.log")], as_json=json_output)
         source = from_run(record)
@@ -64,6 +65,9 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
         raise fail([error("output", f"{out_dir} is a file", "give a directory to --output")], as_json=json_output)
     try:
         written = build(source, out_dir)
+    except UnreadableFile as exc:
+        raise fail([error("log", str(exc), "point the report at a regular log file: verl-deploy report PATH/train.log")],
+                   as_json=json_output) from None
     except OSError as exc:
         raise fail([error("output", f"cannot write the report to {out_dir}: {exc.strerror or exc}",
                           "give a writable directory to --output")], as_json=json_output)

@@ -506,6 +506,10 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
             for line in follower.read_lines():
                 if wanted(line):
                     sys.stdout.write(line + "\n")
+            if follower.problem:  # a directory or FIFO where the log should be: say so once, never block on it
+                raise fail([error("log", f"attempt {attempt.n}'s log {follower.problem}",
+                                  f"put the log file back at that path, or look in {record.directory}/attempt-{attempt.n}/ "
+                                  f"(`verl-deploy status {record.id}` shows the run)")])
             sys.stdout.flush()
             if not follow:
                 return

@@ -26,7 +26,10 @@ def prepare_from_flags(flags: dict[str, Any], config_file: str | None, *, ignore
     try:
         err = console(stderr=True)
         announce = None if as_json else (lambda text: err.print(f"[dim]{text}[/]"))
-        detected, when = ({}, None) if ignore_detected else load_detected()
+        problems: list[str] = []
+        detected, when = ({}, None) if ignore_detected else load_detected(problems=problems)
+        for problem in problems:
+            err.print(f"warning: {problem}", markup=False, highlight=False, soft_wrap=True)
         if when and announce:
             announce(f"starting from what `verl-deploy check` found on this host at {when} (--ignore-detected to not)")
         return prepare(flags=flags, environ=os.environ, config_file=config_file, detected=detected, announce=announce)

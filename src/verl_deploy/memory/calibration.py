@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_deploy import boundedread
 from verl_deploy.statedir import state_dir
 
 LOG_NAME = "memory-calibration.jsonl"
@@ -65,19 +66,16 @@ def _entry(data: object) -> Entry | None:
 def read(path: Path | None = None) -> list[Entry]:
     path = path or log_path()
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as handle:
-            if size > MAX_BYTES:
-                handle.seek(size - MAX_BYTES)
-                handle.readline()  # drop the partial first line
-            raw = handle.read(MAX_BYTES)
-    except OSError:
+        raw = boundedread.read_tail(path, MAX_BYTES + 1)  # a FIFO or device in its place: no entries, never a block
+    except (OSError, boundedread.UnreadableFile):
         return []
+    if len(raw) > MAX_BYTES:
+        raw = raw.partition(b"\n")[2]  # drop the partial first line
     entries = []
     for line in raw.decode("utf-8", errors="replace").splitlines()[-MAX_ENTRIES:]:
         try:
-            entry = _entry(json.loads(line))
-        except ValueError:
+            entry = _entry(boundedread.parse_json(line, "calibration line"))
+        except ValueError:  # UnreadableFile too: a line nested too deep is skipped like any damaged one
             continue
         if entry:
             entries.append(entry)

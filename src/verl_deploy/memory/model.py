@@ -9,7 +9,6 @@ recognised by the directory's name (``architectures.yaml``) and the estimate say
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+
+from verl_deploy import boundedread
 
 MAX_CONFIG_BYTES = 1_000_000
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "bf16": 2, "fp16": 2, "fp32": 4}
@@ -185,8 +186,8 @@ def load_shape(model_path: str) -> tuple[ModelShape | None, str]:
             if config.stat().st_size > MAX_CONFIG_BYTES:
                 return None, f"{config} is larger than {MAX_CONFIG_BYTES} bytes; not read"
             name = Path(model_path).name or "model"
-            return shape_from_config(json.loads(config.read_text(encoding="utf-8")), name, str(config)), str(config)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ModelConfigError) as exc:
+            return shape_from_config(boundedread.read_json(config, MAX_CONFIG_BYTES), name, str(config)), str(config)
+    except (OSError, boundedread.UnreadableFile, ModelConfigError) as exc:
         fallback = builtin_shape(model_path)
         note = f"{config} could not be used ({exc})"
         return fallback, note + (f"; used {fallback.source}" if fallback else "")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
+from verl_deploy import boundedread
 from verl_deploy.preflight.context import Context
 from verl_deploy.preflight.report import Area
 
 MAX_DEPTH = 4
 MAX_DIRS = 20_000  # a search never walks more directories than this
 SEARCH_SECONDS = 1.5
+MAX_CONFIG_BYTES = 4_000_000  # config.json: a few KiB in a real model
+MAX_INDEX_BYTES = 64_000_000  # model.safetensors.index.json: one line per tensor
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 SKIP_DIRS = {"__pycache__", "node_modules", ".git", ".cache", "proc", "sys"}
 
@@ -84,13 +86,16 @@ def inspect_model(path: str) -> tuple[dict, list[tuple[str, str, str, str]]]:
         rows.append(("error", "model", f"{path} {what}", "pass --model-path with a HuggingFace model directory"))
         return facts, rows
     try:
-        config = json.loads((root / "config.json").read_text())
+        config = boundedread.read_json(root / "config.json", MAX_CONFIG_BYTES)
     except FileNotFoundError:
         rows.append(("error", "config.json", f"missing in {path}", "point --model-path at the directory holding config.json "
                      "(a verl checkpoint must be merged first: python -m verl.model_merger merge ...)"))
         return facts, rows
     except (OSError, ValueError) as exc:
         rows.append(("error", "config.json", f"cannot be read: {exc}", "re-download the model"))
+        return facts, rows
+    if not isinstance(config, dict):
+        rows.append(("error", "config.json", "is not a JSON object", "re-download the model"))
         return facts, rows
     architectures = config.get("architectures") or []
     facts.update({
@@ -120,8 +125,8 @@ def _weights(root: Path) -> tuple[str, str, str, str]:
     index = root / "model.safetensors.index.json"
     if index.exists():
         try:
-            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        except (OSError, ValueError, KeyError, AttributeError) as exc:
+            shards = sorted(set(boundedread.read_json(index, MAX_INDEX_BYTES)["weight_map"].values()))
+        except (OSError, ValueError, KeyError, AttributeError, TypeError) as exc:
             return ("error", "weights", f"{index.name} cannot be read: {exc}", "re-download the model")
         missing = [s for s in shards if not (root / s).is_file() or (root / s).stat().st_size == 0]
         if missing:

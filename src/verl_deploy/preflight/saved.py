@@ -12,10 +12,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from verl_deploy import boundedread
 from verl_deploy.statedir import state_dir
 
 DETECTED_FILE = "detected.json"
 DETECTED_MAX_AGE = 24 * 3600
+MAX_DETECTED_BYTES = 1 << 20  # a few KiB when `check` wrote it
 
 
 def save_detected(detected: Mapping[str, Any], *, given: Iterable[str] = ()) -> Path:
@@ -34,12 +36,17 @@ def save_detected(detected: Mapping[str, Any], *, given: Iterable[str] = ()) -> 
     return path
 
 
-def load_detected(max_age: float = DETECTED_MAX_AGE) -> tuple[dict[str, Any], str | None]:
-    """What the last `check` on this host detected, if recent: (values, when)."""
+def load_detected(max_age: float = DETECTED_MAX_AGE, problems: list[str] | None = None) -> tuple[dict[str, Any], str | None]:
+    """What the last `check` on this host detected, if recent: (values, when). A damaged file, a FIFO or
+    /dev/zero in its place counts as none (`check` writes a new one); why goes to `problems` if given."""
     path = state_dir() / DETECTED_FILE
     try:
-        record = json.loads(path.read_text())
+        record = boundedread.read_json(path, MAX_DETECTED_BYTES)
         when = datetime.fromisoformat(record["time"])
+    except boundedread.UnreadableFile as exc:
+        if problems is not None:
+            problems.append(f"ignored {exc}; `verl-deploy check` writes a new one")
+        return {}, None
     except (OSError, ValueError, KeyError, TypeError):
         return {}, None
     age = (datetime.now(timezone.utc) - when).total_seconds()

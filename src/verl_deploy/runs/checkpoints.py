@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from verl_deploy import boundedread
+
 TRACKER = "latest_checkpointed_iteration.txt"
 FSDP_SHARD = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
@@ -44,8 +46,8 @@ class ResumePoint:
 
 def tracked_step(ckpts_dir: str | Path) -> int | None:
     try:
-        text = (Path(ckpts_dir) / TRACKER).read_text(errors="replace")[:64].strip()
-        return int(text)
+        raw = boundedread.read_bytes(Path(ckpts_dir) / TRACKER, 64, head=True)  # never blocks on a FIFO
+        return int(raw.decode("utf-8", errors="replace").strip())
     except (OSError, ValueError):
         return None
 

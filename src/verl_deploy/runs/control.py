@@ -78,11 +78,15 @@ def spec_data(spec: RunSpec) -> dict:
 
 def spec_of(record: RunRecord) -> RunSpec:
     """The run's spec; the SwanLab key comes back from SWANLAB_API_KEY or the 0600 key file, never from disk here."""
+    from verl_deploy.boundedread import UnreadableFile
     from verl_deploy.secrets import load_swanlab_key
 
     data = dict(record.spec)
     sources = data.pop("sources", {})
-    key = os.environ.get("SWANLAB_API_KEY") or load_swanlab_key()
+    try:
+        key = os.environ.get("SWANLAB_API_KEY") or load_swanlab_key()
+    except UnreadableFile:  # damaged since launch: the attempt runs without it, as with no key file
+        key = None
     if key:
         data["swanlab_api_key"] = key
     return RunSpec(**data, sources=sources)

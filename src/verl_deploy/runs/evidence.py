@@ -4,7 +4,8 @@
 - `stacks/<pid>-<name>.txt`: `py-spy dump --nonblocking` of every Python process of the attempt
   (the trainer, the Ray driver and its `ray::` workers: the attempt's process tree and session),
   on this host or inside the run's container (py-spy copied in when the container lacks it);
-- `devices.txt`: `npu-smi info` / `nvidia-smi` where the run runs; `ray-status.txt` for the run's Ray;
+- `devices.txt`: `npu-smi info` / `nvidia-smi` where the run runs; `ray-status.txt` for the run's own Ray head
+  (the address its start_verl.sh recorded in the attempt log; none recorded: no Ray is asked, and the summary says so);
   `ray-job.json` for a Ray job (the job server's record; its stacks are on the cluster's nodes);
 - `logs/`: the tail of the attempt log and of every Ray worker log of the run's session;
 - `summary.json`: what was taken, what failed and why, and how long it took.
@@ -210,7 +211,8 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
             else:
                 futures += [pool.submit(_dump_local, p, stacks, py_spy) for p in processes]
         futures.append(pool.submit(_devices, record, folder))
-        futures.append(pool.submit(_ray_status, record, folder))
+        ray_address = own_ray_address(record)
+        futures.append(pool.submit(_ray_status, record, folder, ray_address))
         futures.append(pool.submit(_ray_job, record, folder))
         done, late = wait(futures, timeout=max(1.0, budget - (time.monotonic() - started)))
         for future in done:
@@ -240,6 +242,7 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
         "total_steps": record.total_steps, "attempt": attempt.n if attempt else None, "backend": record.backend,
         "stacks": [asdict(d) for d in sorted(dumps, key=lambda d: d.pid)],
         "worker_logs": [str(p) for p in worker_logs], "problems": problems,
+        "ray_address": None if record.backend == "ray" else ray_address,  # the run's own head, or None: not asked
         "seconds": round(time.monotonic() - started, 2),
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -274,12 +277,25 @@ def _ray_job(record, folder: Path) -> str | None:
     return None
 
 
-def _ray_status(record, folder: Path) -> str | None:
-    """`ray status` of the run's own cluster (its address), never whichever Ray answers by default."""
-    spec = record.spec
-    if record.backend == "ray" or not shutil.which("ray"):
+def own_ray_address(record) -> str | None:
+    """The address of the Ray head this run's current attempt started, as its start_verl.sh recorded it in
+    the attempt log. Never a default (127.0.0.1:6379 may be someone else's Ray on a shared host)."""
+    from verl_deploy.backends.rayprocs import started_head
+
+    attempt = record.current
+    head = started_head(attempt.log) if attempt is not None and attempt.log else None
+    return head[0] if head else None
+
+
+def _ray_status(record, folder: Path, address: str | None) -> str | None:
+    """`ray status` of the run's own Ray head only, at the address it recorded; none recorded: not asked."""
+    if record.backend == "ray":
         return None
-    address = f"{spec.get('master_addr', '127.0.0.1')}:{spec.get('ray_port', 6379)}"
+    if address is None:
+        return ("ray status: this attempt recorded no Ray head of its own (it reused a cluster, or did not get "
+                "that far); no Ray was asked")
+    if not shutil.which("ray"):
+        return None
     result = run(["ray", "status", "--address", address], timeout=20)
     (folder / "ray-status.txt").write_text(f"$ ray status --address {address}\n{result.output}")
     return None

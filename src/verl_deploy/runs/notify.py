@@ -9,19 +9,19 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
-from pathlib import Path
+
+from verl_deploy import boundedread
 
 LAST_LINES = 15
 
 
 def last_lines(log: str | None, count: int = LAST_LINES) -> list[str]:
-    if not log or not Path(log).is_file():
+    if not log:
         return []
-    with open(log, "rb") as handle:
-        handle.seek(0, 2)
-        size = handle.tell()
-        handle.seek(max(0, size - 64 * 1024))
-        tail = handle.read().decode("utf-8", errors="replace").splitlines()
+    try:
+        tail = boundedread.read_tail(log, 64 * 1024).decode("utf-8", errors="replace").splitlines()
+    except (OSError, boundedread.UnreadableFile):
+        return []
     return list(deque(tail, maxlen=count))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import signal
 
+from verl_deploy import boundedread
 from verl_deploy.runs.checkpoints import tracked_step
 from verl_deploy.runs.record import RunRecord, disk_full_info
 from verl_deploy.spec import RunSpec
@@ -27,12 +28,9 @@ def trainer_finished(record: RunRecord, spec: RunSpec) -> str | None:
         return f"step {record.step}/{record.total_steps}"
     log = record.current.log if record.current else None
     try:
-        with open(log, "rb") as handle:
-            handle.seek(0, 2)
-            handle.seek(max(0, handle.tell() - 256 * 1024))
-            if FINAL_LINE in handle.read():
-                return "verl's final line"
-    except (OSError, TypeError):
+        if FINAL_LINE in boundedread.read_tail(log, 256 * 1024):  # a FIFO or directory there: not finished
+            return "verl's final line"
+    except (OSError, TypeError, boundedread.UnreadableFile):
         pass
     tracked = tracked_step(spec.effective_ckpts_dir)
     total = record.total_steps or spec.train_steps

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from verl_deploy import boundedread
 from verl_deploy.statedir import state_dir
 
 TERMINAL = ("succeeded", "failed", "stopped")
@@ -67,24 +68,20 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path, what: str, label: str | None = None) -> Any:
-    """A JSON file that may be missing, huge, truncated or not JSON: the value, or RecordError with one line."""
+    """A JSON file that may be missing, huge, a FIFO, truncated, nested too deep or not JSON: the value, or RecordError."""
     name = label or str(path)
     try:
-        size = path.stat().st_size
-        if size > MAX_RECORD_BYTES:
-            raise RecordError(f"{name} is {size} bytes, too large for a {what}")
-        raw = path.read_bytes()
+        raw = boundedread.read_bytes(path, MAX_RECORD_BYTES, name)
     except FileNotFoundError:
         raise RecordError(f"{name} is missing") from None
-    except OSError as exc:
-        raise RecordError(f"{name} cannot be read: {exc.strerror or exc}") from None
+    except boundedread.UnreadableFile as exc:
+        raise RecordError(f"{exc} (damaged {what})") from None
     if not raw.strip():
         raise RecordError(f"{name} is empty")
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        raise RecordError(f"{name} is truncated or not JSON{where}") from None
+        return boundedread.parse_json(raw, name)
+    except boundedread.UnreadableFile as exc:
+        raise RecordError(str(exc)) from None
 
 
 def disk_full_info(path: Path) -> dict:

@@ -29,6 +29,7 @@ GROUPS: tuple[tuple[str, str, object], ...] = (
     ("other", "Other metrics", lambda k: True),
 )
 ORDER = ("reward", "lengths", "actor", "entropy", "timing", "validation", "other")  # as the report shows them
+PLOT_LIMIT = 1e300  # |value| beyond this is not drawn (matplotlib's ticks overflow near float's maximum)
 MARK_STYLE = {"attempt": ("#d62728", "--"), "resume": ("#ff7f0e", ":"), "failure": ("#d62728", "-")}
 
 
@@ -47,6 +48,12 @@ def grouped(keys: list[str]) -> list[tuple[str, str, list[str]]]:
         groups.setdefault(group, []).append(key)
     titles = {g: title for g, title, _ in GROUPS}
     return [(g, titles[g], groups[g]) for g in ORDER if g in groups]
+
+
+def plottable(value: float) -> bool:
+    """Drawn on the curve: finite and within PLOT_LIMIT. The rest is marked at 0 (an x), since an axis
+    spanning ±1e308 overflows matplotlib's tick arithmetic and no report would be written at all."""
+    return math.isfinite(value) and abs(value) <= PLOT_LIMIT
 
 
 def _marks_to_draw(marks: list[Mark]) -> list[Mark]:
@@ -70,13 +77,14 @@ def draw(series: Series, marks: list[Mark], out_dir: Path) -> list[Figure]:
             columns = min(COLUMNS, len(chunk))
             fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 2.6 * rows), squeeze=False)
             for ax, key in zip(axes.flat, chunk):
-                points = [(s, v) for s, v in series.points[key] if math.isfinite(v)]
+                points = [(s, v) for s, v in series.points[key] if plottable(v)]
                 steps = [s for s, _ in points]
                 ax.plot(steps, [v for _, v in points], marker="o" if len(points) < 30 else None, markersize=3,
                         linewidth=1.4, color="#1f77b4")
-                bad = [s for s, v in series.points[key] if not math.isfinite(v)]
+                bad = [s for s, v in series.points[key] if not plottable(v)]
                 if bad:
-                    ax.scatter(bad, [0] * len(bad), marker="x", color="#d62728", label="NaN/Inf", zorder=3)
+                    ax.scatter(bad, [0] * len(bad), marker="x", color="#d62728", label="NaN/Inf/out of range",
+                               zorder=3)
                 for mark in drawn_marks:
                     color, style = MARK_STYLE[mark.kind]
                     ax.axvline(mark.step, color=color, linestyle=style, linewidth=1, alpha=0.8)

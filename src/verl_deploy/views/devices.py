@@ -7,10 +7,11 @@ the attempt carries one, is what each device's use is drawn against.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
+
+from verl_deploy.boundedread import MAX_PLAN_BYTES, read_json
 
 POLL_SECONDS = 5.0
 
@@ -103,7 +104,7 @@ def memory_estimate_mb(record) -> float | None:
     if attempt is None:
         return None
     try:
-        plan = json.loads((record.directory / f"attempt-{attempt.n}" / "scripts" / "plan.json").read_text())
+        plan = read_json(record.directory / f"attempt-{attempt.n}" / "scripts" / "plan.json", MAX_PLAN_BYTES)
     except (OSError, ValueError):
         return None
     memory = plan.get("memory") if isinstance(plan, dict) else None

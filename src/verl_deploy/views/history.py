@@ -69,6 +69,7 @@ class RunHistory:
         self.attempt_n: int | None = None
         self._follower: LogFollower | None = None
         self._scanner: LogScanner | None = None
+        self.log_problems: list[str] = []  # "attempt N: <log> is a directory, ..." for a log that cannot be read
 
     def start_attempt(self, n: int, log: str, reason: str, resumed_from: int | None, offset: int = 0) -> None:
         self.attempt_n = n
@@ -95,6 +96,8 @@ class RunHistory:
             return None
         self.update()
         self._scanner.feed(self._follower.take_partial())
+        if self._follower.problem:
+            self.log_problems.append(f"attempt {self.attempt_n}'s log {self._follower.problem}")
         return diagnose(self._scanner)  # finishes the scan (a resume that ran no step shows only here)
 
     def take_new_events(self) -> list[str]:

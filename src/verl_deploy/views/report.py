@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verl_deploy.boundedread import MAX_PLAN_BYTES, UnreadableFile, read_bytes, read_json
 from verl_deploy.views.history import RunHistory, read_logs
 from verl_deploy.watch.describe import duration, number
 
@@ -47,7 +48,7 @@ def from_run(record) -> Source:
     overrides: list[str] = []
     if record.current:
         try:
-            plan = json.loads((record.directory / f"attempt-{record.current.n}" / "scripts" / "plan.json").read_text())
+            plan = read_json(record.directory / f"attempt-{record.current.n}" / "scripts" / "plan.json", MAX_PLAN_BYTES)
             overrides = [str(o.get("text", o)) if isinstance(o, dict) else str(o) for o in plan.get("overrides", [])]
         except (OSError, ValueError, AttributeError):
             overrides = []
@@ -64,10 +65,9 @@ def from_log(path: Path) -> Source:
 
 def verl_config_of(path: Path) -> str | None:
     """The config dict verl prints when it starts (`{'actor_rollout_ref': ...}`), if the log has it."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(CONFIG_SCAN_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    try:  # never blocks on a FIFO; a directory or device is simply no config (build() names the bad log)
+        head = read_bytes(path, CONFIG_SCAN_BYTES, head=True).decode("utf-8", errors="replace")
+    except (OSError, UnreadableFile):
         return None
     for line in head.splitlines():
         if "'actor_rollout_ref'" in line or "'trainer'" in line:
@@ -195,6 +195,8 @@ def build(source: Source, out_dir: Path) -> dict:
     from verl_deploy.views.curves import draw
 
     history, diagnoses = read_logs(source.logs)
+    if history.log_problems:  # before anything is written: a report of a log we could not read would mislead
+        raise UnreadableFile("; ".join(history.log_problems))
     figures = draw(history.series, history.marks, out_dir)
     plots = []
     for figure in figures:

@@ -10,8 +10,11 @@ inotify events from other hosts or containers do not arrive.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from typing import BinaryIO, Callable, Iterator
+
+from verl_deploy.boundedread import KIND
 
 BLOCK = 4 << 20  # bytes read per call
 MAX_PARTIAL = 1 << 20  # a "line" longer than this keeps only its tail, so one bad line cannot eat memory
@@ -23,6 +26,7 @@ class LogFollower:
         self.offset = offset  # everything before this byte has been handed out
         self.partial = b""  # the unfinished last line, as of the last read (for peeking at a tqdm bar)
         self._inode: int | None = None
+        self.problem: str | None = None  # why the path cannot be read as a log (a directory, a FIFO), if it cannot
         if start_at_end:
             try:
                 self.offset = os.stat(self.path).st_size
@@ -37,16 +41,30 @@ class LogFollower:
         self._inode = stat.st_ino
 
     def _read(self, limit: int) -> bytes:
+        """New bytes, or b"" — also when the path is not a regular file (a directory, a FIFO): then
+        `problem` says so, and nothing blocks on a FIFO with no writer."""
         try:
-            stat = os.stat(self.path)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
         except FileNotFoundError:
             return b""
-        self._check_replaced(stat)
-        if stat.st_size == self.offset:
+        except OSError as exc:
+            self.problem = f"{self.path} cannot be read: {exc.strerror or exc}"
             return b""
-        with open(self.path, "rb") as handle:
-            handle.seek(self.offset)
-            return handle.read(limit)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                self.problem = f"{self.path} is {KIND.get(stat.S_IFMT(info.st_mode), 'not a regular file')}, not a log file"
+                return b""
+            self.problem = None
+            self._check_replaced(info)
+            if info.st_size == self.offset:
+                return b""
+            return os.pread(fd, limit, self.offset)
+        except OSError as exc:
+            self.problem = f"{self.path} cannot be read: {exc.strerror or exc}"
+            return b""
+        finally:
+            os.close(fd)
 
     def read_block(self, limit: int = BLOCK) -> bytes:
         """Complete lines written since the last call (at most `limit` bytes; b"" if none).

@@ -156,8 +156,8 @@ class Wizard:
                    lambda t: t.strip().startswith(("http://", "https://")) or "a URL starting with http:// or https://")
         if self.from_env("swanlab_api_key"):
             self.say("  API key from SWANLAB_API_KEY")
-        elif load_swanlab_key():
-            self.say("  API key: the remembered one (" + mask_secret(load_swanlab_key() or "") + ")")
+        elif _saved_key():
+            self.say("  API key: the remembered one (" + mask_secret(_saved_key() or "") + ")")
         else:
             self.swanlab_key = ask(questionary.password("SwanLab API key (hidden)",
                                                         validate=lambda t: bool(t.strip()) or "the key is required")).strip()
@@ -311,3 +311,13 @@ def questionary_buffer_text() -> str:
         return get_app().current_buffer.text
     except Exception:  # no application running: nothing typed
         return ""
+
+
+def _saved_key() -> str | None:
+    """The remembered key; a damaged key file counts as none here (the wizard asks, and saving replaces it)."""
+    from verl_deploy.boundedread import UnreadableFile
+
+    try:
+        return load_swanlab_key()
+    except UnreadableFile:
+        return None
