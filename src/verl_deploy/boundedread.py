@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +27,10 @@ class UnreadableFile(ValueError):
     """One line saying what is wrong with the file; the caller adds the field and the fix."""
 
 
-def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *, head: bool = False) -> bytes:
-    """At most `limit` bytes of a regular file; UnreadableFile for anything else (FileNotFoundError passes through).
-    A file larger than `limit` is refused, or with `head` its first `limit` bytes are returned (a log's start)."""
-    name = label or str(path)
+@contextmanager
+def _regular_file(path: str | os.PathLike, name: str) -> Iterator[tuple[int, os.stat_result]]:
+    """(fd, stat) of a regular file opened without blocking (a FIFO with no writer cannot hold us);
+    UnreadableFile for anything else or an OS error; FileNotFoundError passes through."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -38,11 +40,23 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = KIND.get(stat.S_IFMT(info.st_mode), "not a regular file")
-            raise UnreadableFile(f"{name} is {kind}, not a regular file")
+            raise UnreadableFile(f"{name} is {KIND.get(stat.S_IFMT(info.st_mode), 'not a regular file')}, "
+                                 "not a regular file")
+        os.set_blocking(fd, True)
+        yield fd, info
+    except OSError as exc:
+        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *, head: bool = False) -> bytes:
+    """At most `limit` bytes of a regular file; UnreadableFile for anything else (FileNotFoundError passes through).
+    A file larger than `limit` is refused, or with `head` its first `limit` bytes are returned (a log's start)."""
+    name = label or str(path)
+    with _regular_file(path, name) as (fd, info):
         if info.st_size > limit and not head:
             raise UnreadableFile(f"{name} is {info.st_size} bytes, over the {limit}-byte limit")
-        os.set_blocking(fd, True)
         chunks, total = [], 0
         while total <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -50,10 +64,6 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
                 break
             chunks.append(chunk)
             total += len(chunk)
-    except OSError as exc:
-        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
     if total > limit and head:
         return b"".join(chunks)[:limit]
     if total > limit:  # it grew while we read
@@ -63,23 +73,9 @@ def read_bytes(path: str | os.PathLike, limit: int, label: str | None = None, *,
 
 def read_tail(path: str | os.PathLike, limit: int, label: str | None = None) -> bytes:
     """The last `limit` bytes of a regular file (a log's end); UnreadableFile for a FIFO, device or directory."""
-    name = label or str(path)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnreadableFile(f"{name} is {KIND.get(stat.S_IFMT(info.st_mode), 'not a regular file')}, not a regular file")
+    with _regular_file(path, label or str(path)) as (fd, info):
         start = max(0, info.st_size - limit)
         return os.pread(fd, info.st_size - start, start)
-    except OSError as exc:
-        raise UnreadableFile(f"{name} cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
 
 
 def decode(raw: bytes, name: str) -> str:
