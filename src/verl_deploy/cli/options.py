@@ -107,13 +107,13 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("gen_tp", Optional[int], _opt("--gen-tp", help="Rollout tensor parallel (default = train TP).",
                                    rich_help_panel="Parallelism")),
     ("allow_tp_mismatch", Optional[bool], _opt("--allow-tp-mismatch", help="Allow --gen-tp to differ from --train-tp.",
-                                               is_flag=True, rich_help_panel="Parallelism")),
+                                               rich_help_panel="Parallelism")),
     ("mask", Optional[str], _opt("--mask", help="7-bit feature mask RmvPad DynBSZ Offload PfxCache Recompute SwapOpt "
                                  "VPP, leftmost = bit 0, e.g. 1100000.", rich_help_panel="Features")),
     ("features", Optional[str], _opt("--features", help="Features to turn on, comma separated; -name turns one off.",
                                      rich_help_panel="Features")),
     ("no_default_features", Optional[bool], _opt("--no-default-features", help="Start with every feature off.",
-                                                 is_flag=True, rich_help_panel="Features")),
+                                                 rich_help_panel="Features")),
     ("max_oom_retries", Optional[int], _opt("--max-oom-retries", help="OOM retries with memory features (default 2).",
                                             rich_help_panel="Features")),
     ("swanlab", Optional[str], _opt("--swanlab", help="yes | no: log to SwanLab (default: yes when a host is set).",
@@ -132,9 +132,9 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("override", Optional[List[str]], _opt("--override", "-o", help="Any verl key, Hydra syntax: KEY=VALUE "
                                            "(repeatable; checked against verl's config).", rich_help_panel="Input")),
     ("strict", Optional[bool], _opt("--strict", help="Missing paths and unchecked overrides are errors.",
-                                    is_flag=True, rich_help_panel="Input")),
+                                    rich_help_panel="Input")),
     ("ignore_detected", Optional[bool], _opt("--ignore-detected", help="Do not start from the values `verl-deploy "
-                                             "check` found on this host.", is_flag=True, rich_help_panel="Input")),
+                                             "check` found on this host.", rich_help_panel="Input")),
 ]
 SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
 
