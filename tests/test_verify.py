@@ -203,9 +203,9 @@ def test_launch_is_blocked_by_what_verl_rejects_before_anything_starts(tmp_path)
     env = {"PATH": f"{python_with(tmp_path, site).parent}:{os.environ['PATH']}",
            "VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
     result = run_cli("launch", "--yes", "--skip-check", "--backend", "local", "--verl-version", "0.9.1",
-                     "--run-dir", str(root), "--override", "actor_rollout_ref.actor.router_replay.mode=bogus", env=env)
+                     "--run-dir", str(root), "--override", "actor_rollout_ref.actor.megatron.router_replay.mode=bogus", env=env)
     # plan's own rules pass this value; only verl's ActorConfig rejects it, so the refusal is verify's
-    assert run_cli("plan", "--verl-version", "0.9.1", "--override", "actor_rollout_ref.actor.router_replay.mode=bogus",
+    assert run_cli("plan", "--verl-version", "0.9.1", "--override", "actor_rollout_ref.actor.megatron.router_replay.mode=bogus",
                    env=env).returncode == 0
     assert result.returncode == 1
     assert "Invalid router_replay mode: bogus" in result.stdout + result.stderr
