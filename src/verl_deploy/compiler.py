@@ -129,11 +129,6 @@ class Plan:
         """The exact argv verl's Python process receives (after `python3`)."""
         return ["-m", self.entry_module, f"--config-name={self.config_name}", *(o.text() for o in self.overrides)]
 
-    @staticmethod
-    def override_key(text: str) -> str:
-        """The config key a user's --override text sets or deletes."""
-        return split_user_override(text)[1]
-
     def override_map(self) -> dict[str, Override]:
         return {o.key: o for o in self.overrides}
 

@@ -11,6 +11,7 @@ only derives (the token budgets) stay open to --override, and the rules read wha
 from __future__ import annotations
 
 from verl_deploy import features as feature_registry
+from verl_deploy.compiler import split_user_override
 from verl_deploy.findings import Finding, error, warning
 
 # knob -> the flag that sets it (knobs named after a spec field are that field's flag)
@@ -46,7 +47,7 @@ def override_findings(plan) -> list[Finding]:
     found: list[Finding] = []
     seen: dict[str, str] = {}
     for text in plan.spec.overrides:
-        key = plan.override_key(text)
+        key = split_user_override(text)[1]
         if key in seen:
             found.append(warning("overrides", f"{key} is given twice ({seen[key]!r}, then {text!r}): verl gets "
                                  "the last one", "keep one --override per key"))

@@ -34,11 +34,6 @@ def as_finding(error: Any):
     return error_finding(field, message, f"see `{command} -h` for what it takes", area="arguments")
 
 
-def one_line(error: Any) -> str:
-    """`error: FIELD: what — fix: how`."""
-    return as_finding(error).line()
-
-
 def wants_json(args: Any) -> bool:
     """Was --json among the arguments (before a `--`)? Then stdout gets the refusal as JSON too."""
     words = list(sys.argv[1:] if args is None else args)
@@ -60,11 +55,12 @@ class OneLineErrorGroup(TyperGroup):
             rich_utils.rich_format_error(error)
             sys.exit(error.exit_code)
         except _errors.UsageError as error:
-            typer.echo(one_line(error), err=True)
+            finding = as_finding(error)
+            typer.echo(finding.line(), err=True)
             if wants_json(args):  # same shape as every other --json refusal
                 import json
 
-                typer.echo(json.dumps({"ok": False, "findings": [as_finding(error).as_dict()]}, indent=2))
+                typer.echo(json.dumps({"ok": False, "findings": [finding.as_dict()]}, indent=2))
             sys.exit(error.exit_code)
         except _errors.ClickException as error:
             error.show()
