@@ -28,6 +28,29 @@ for name in list(os.environ):
 
 VERL_BIN = [sys.executable, "-m", "verl_deploy"]
 
+# The test environment's own bin: the README's command installs every tool the tests run there (ray, py-spy,
+# shellcheck); a tool found only on the base PATH would pass here and fail on a new machine.
+ENV_BIN = Path(sys.executable).parent
+
+
+def env_tool(name: str) -> str:
+    """The path of NAME as the test environment installed it (its bin beside this interpreter), or ''."""
+    candidate = ENV_BIN / name
+    return str(candidate) if candidate.is_file() else ""
+
+
+def python_shim(bin_dir: Path, name: str = "python3") -> Path:
+    """A `python3` on PATH that is this test environment's interpreter, packages and all.
+
+    A symlink to a virtualenv's python placed outside the venv finds no pyvenv.cfg beside it and runs
+    as the base interpreter (without swanlab, ray, ...); a script that execs sys.executable keeps the venv.
+    """
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / name
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    shim.chmod(0o755)
+    return shim
+
 STUB_PYTHON = """#!/usr/bin/env bash
 # stands in for verl's python3: records argv (NUL separated), cwd and environment
 if [ "$1" = -c ]; then  # start_verl.sh's entry import check

@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, run_cli
+from conftest import ENV_BIN, VERL_BIN, env_tool, run_cli
 from rayports import free_port, kill_processes_naming, node_ports
 
 ray = pytest.importorskip("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
-# the `ray` console script sits beside the interpreter ray was installed into (a venv's or the base one)
-RAY_BIN = next((str(c) for c in (Path(sys.executable).parent / "ray", Path(sys.base_prefix) / "bin" / "ray")
-                if c.is_file()), str(Path(sys.executable).parent / "ray"))
+# the `ray` console script the README's test command installed beside this interpreter (never a base one)
+RAY_BIN = env_tool("ray") or str(ENV_BIN / "ray")
 
 
 

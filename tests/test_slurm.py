@@ -21,14 +21,13 @@ import psutil
 import pytest
 
 import slurmcluster
-from conftest import VERL_BIN, has_shellcheck, run_cli
+from conftest import ENV_BIN, VERL_BIN, env_tool, has_shellcheck, run_cli
 from test_ray import STANDIN, free_port, stop_cluster
 
 pytest.importorskip("ray")
 WHY_NOT = slurmcluster.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
-RAY_BIN = next((str(p) for p in (Path(sys.executable).parent / "ray", Path(sys.base_prefix) / "bin" / "ray")
-                if p.exists()), shutil.which("ray") or "ray")
+RAY_BIN = env_tool("ray") or str(ENV_BIN / "ray")  # the test environment's own ray, never a base one
 
 # `ray stop` inside the job would end every Ray on this shared host: the shim ends only this test's cluster
 RAY_SHIM = """#!/usr/bin/env bash

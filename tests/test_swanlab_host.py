@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, run_cli
+from conftest import FAKES, python_shim, run_cli
 
 swanlab = pytest.importorskip("swanlab", reason="the swanlab package is not installed (pip install '.[test]')")
 
@@ -115,8 +115,7 @@ def _verl_root(tmp_path: Path) -> Path:
 def _bin_with_real_python(tmp_path: Path) -> Path:
     """A PATH dir: the real python3 (with swanlab), the fake `ray` (no cluster needed)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "python3").symlink_to(sys.executable)
+    python_shim(bin_dir)  # not a symlink: that would run the base interpreter, without this venv's swanlab
     (bin_dir / "ray").symlink_to(FAKES / "ray")
     return bin_dir
 
