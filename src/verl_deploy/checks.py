@@ -184,10 +184,31 @@ def check_batch_sizes(spec: RunSpec, facts: Facts) -> list[Finding]:
             found.append(error("batch_size", f"batch {spec.batch_size} x {spec.n_resp_per_prompt} responses does "
                                f"not divide by the minimal batch {minimal}", f"use a batch size that makes "
                                f"batch x responses a multiple of {minimal}"))
-    if spec.mode == "dapo" and spec.effective_gen_batch_size < spec.batch_size:
-        found.append(error("gen_batch_size", f"generation batch {spec.effective_gen_batch_size} is smaller than the "
-                           f"train batch {spec.batch_size}", "make --gen-batch-size at least --batch-size"))
+    found += _small_generation_batch(spec)
     return found
+
+
+def _small_generation_batch(spec: RunSpec) -> list[Finding]:
+    """DAPO's trainer generates until the train batch is full (recipe/dapo/dapo_ray_trainer.py fit: `num_prompt_in_batch
+    < prompt_bsz` -> keep generating, raising once num_gen_batches reaches max_num_gen_batches > 0); with
+    filter_groups off it trains on the generation batch as it is. So a generation batch below the train batch runs,
+    unless the cap stops it before even unfiltered batches could fill one step."""
+    gen, train = spec.effective_gen_batch_size, spec.batch_size
+    if spec.mode != "dapo" or gen >= train:
+        return []
+    if not spec.filter_groups:
+        return [warning("gen_batch_size", f"generation batch {gen} with filter_groups off: verl trains each step on "
+                        f"those {gen} prompts, not on the train batch {train}",
+                        f"set --gen-batch-size {train} (or more) to train on {train} prompts a step")]
+    needed = -(-train // gen)
+    if 0 < spec.max_num_gen_batches < needed:
+        return [error("gen_batch_size", f"generation batch {gen} needs at least {needed} generation batches to fill "
+                      f"the train batch {train}, but max_num_gen_batches is {spec.max_num_gen_batches}: verl's DAPO "
+                      "trainer raises 'Generated too many' at the first step",
+                      f"raise --gen-batch-size to {train} or more, or --max-num-gen-batches to {needed} or more "
+                      "(0: no limit)")]
+    return [info("gen_batch_size", f"generation batch {gen} is below the train batch {train}: each step generates at "
+                 f"least {needed} batches")]
 
 
 def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
@@ -253,11 +274,10 @@ def check_swanlab(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 
 def check_save_freq(spec: RunSpec, facts: Facts) -> list[Finding]:
-    if spec.save_freq == 0:
-        return [error("save_freq", "save frequency 0 is not valid", "use a positive number of steps, or -1 to disable")]
-    if spec.save_freq < 0 and spec.max_oom_retries > 0:
-        return [warning("save_freq", "checkpoints are off: a retry after OOM restarts from step 0",
-                        "set --save-freq to a number of steps (e.g. 10)")]
+    # verl saves only where trainer.save_freq > 0 (ray_trainer.py fit, v1/trainer_base.py): 0 and -1 both mean off
+    if spec.save_freq <= 0 and spec.max_oom_retries > 0:
+        return [warning("save_freq", f"checkpoints are off (save_freq {spec.save_freq}): a retry after OOM restarts "
+                        "from step 0", "set --save-freq to a number of steps (e.g. 10)")]
     return []
 
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 from verl_deploy.checks import Facts, read_model_facts, run_checks, sort_findings
 from verl_deploy.compiler import Plan, compile_plan
 from verl_deploy.findings import Finding, has_errors, info
-from verl_deploy.profiles import Profile, profile_for
+from verl_deploy.profiles import Profile, profile_for_spec
 from verl_deploy.rules import run_rules
 from verl_deploy.sources import resolve
 from verl_deploy.spec import RunSpec
@@ -35,9 +35,9 @@ class Prepared:
 def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool = True,
                  announce: Callable[[str], None] | None = None) -> Prepared:
     """Check a resolved spec, compile it and check the overrides against verl's real config."""
-    profile = profile_for(spec.verl_version)
+    profile, stand_in = profile_for_spec(spec)
     facts = facts if facts is not None else read_model_facts(spec.model_path)
-    findings = run_checks(spec, profile, facts)
+    findings = run_checks(spec, profile, facts) + ([stand_in] if stand_in else [])
     if not isinstance(profile, Profile):
         return Prepared(spec, None, sort_findings(findings))
     plan = compile_plan(spec, profile)

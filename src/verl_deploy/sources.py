@@ -198,6 +198,7 @@ def resolve(
         # no container: the checkout the user named is the verl that runs (local backend), not /verl
         values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
         sources["run_dir"] = "derived from verl_dir (no container: the training runs from that checkout)"
+    _version_from_the_tree_that_runs(values, sources)
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
         values["train_pp"], sources["train_pp"] = 1, "derived"
@@ -209,6 +210,32 @@ def resolve(
         sources["image"] = "derived"  # from verl_version and device (images.py)
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
+
+
+def _version_from_the_tree_that_runs(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """Plan for the verl that will run: its checkout's version wins over a default or detected one.
+
+    A version the user gave that disagrees with that tree is an error naming both (the profile would
+    check keys the running verl does not have).
+    """
+    from verl_deploy.profiles import PROFILES
+    from verl_deploy.verl_release import release_of, version_that_runs
+
+    found = version_that_runs(values, sources)
+    if found is None:
+        return
+    version, version_file = found
+    given = values.get("verl_version")
+    source = sources.get("verl_version", "default")
+    if given is not None and source not in ("default", "detected") and release_of(str(given)) != release_of(version):
+        tree = str(Path(version_file).parent.parent.parent)
+        raise UserError([error("verl_version", f"verl {given} was asked for ({source}), but the verl that will run, "
+                               f"{tree}, is verl {version} ({version_file})",
+                               f"drop --verl-version (the tree's {version} is used), or point "
+                               f"{'--verl-dir' if values.get('verl_dir') else '--run-dir'} at a verl {given} tree")])
+    known = any(profile.serves(release_of(version)) for profile in PROFILES)
+    values["verl_version"] = release_of(version) if known else version
+    sources["verl_version"] = f"read from {version_file}"
 
 
 def _finding_from_pydantic(err: Mapping[str, Any], sources: Mapping[str, str]) -> Finding:

@@ -184,7 +184,9 @@ class RunSpec(BaseModel):
     temperature: float = Field(1.0, ge=0, le=10)
     clip_ratio_low: float = Field(0.2, ge=0, le=1)
     clip_ratio_high: float = Field(0.28, ge=0, le=10)
-    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"] = "token-mean"
+    # token-sum: verl 0.9.0+ only (rules/lengths.py loss_agg_mode_in_release)
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
+                           "token-sum"] = "token-mean"
     filter_groups: bool = True
     filter_groups_metric: str = "acc"
     max_num_gen_batches: int = Field(10, ge=0)
@@ -233,6 +235,7 @@ class RunSpec(BaseModel):
     # anything else, checked against verl's config
     overrides: list[str] = Field(default_factory=list)
     strict: bool = False
+    nearest_profile: bool = False  # plan a release with no profile here with the newest older one (then verify)
 
     # where each value came from: field -> default|detected|file|env|flag|answer|derived
     sources: dict[str, str] = Field(default_factory=dict, exclude=True)

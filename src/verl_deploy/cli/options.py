@@ -36,10 +36,13 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("device", Optional[str], _opt("--device", help="npu (default) | gpu.", rich_help_panel="Run")),
     ("npu_type", Optional[str], _opt("--npu-type", help="a2 (910B, default) | a3: which official image (check "
                                      "detects it).", rich_help_panel="Run")),
-    ("verl_version", Optional[str], _opt("--verl-version", help="Target verl version (default 0.7.0).",
+    ("verl_version", Optional[str], _opt("--verl-version", help="Target verl version (default: read from --verl-dir / --run-dir when given, else 0.7.0).",
                                          rich_help_panel="Run")),
     ("verl_dir", Optional[str], _opt("--verl-dir", help="A verl checkout on this host: version and configs are read from it.",
                                      rich_help_panel="Run")),
+    ("nearest_profile", Optional[bool], _opt("--nearest-profile", help="Plan a verl release this tool has no profile "
+                                             "for (e.g. a main checkout, 0.10.0.dev) with the newest older profile; "
+                                             "verl's own validation then runs.", rich_help_panel="Run")),
     ("run_dir", Optional[str], _opt("--run-dir", help="verl source root where training runs (default /verl).",
                                     rich_help_panel="Run")),
     ("model_path", Optional[str], _opt("--model-path", help="HuggingFace model directory.", rich_help_panel="Paths")),
@@ -96,8 +99,43 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                               rich_help_panel="Hyper-parameters")),
     ("max_response_length", Optional[int], _opt("--max-response-length", help="Default 8192.",
                                                 rich_help_panel="Hyper-parameters")),
-    ("save_freq", Optional[int], _opt("--save-freq", help="Checkpoint every N steps (default 10; -1 off).",
+    ("save_freq", Optional[int], _opt("--save-freq", help="Checkpoint every N steps (default 10; 0 or -1 off).",
                                       rich_help_panel="Hyper-parameters")),
+    ("test_freq", Optional[int], _opt("--test-freq", help="Validate every N steps (default 10; 0 or -1 off).",
+                                      rich_help_panel="Hyper-parameters")),
+    ("val_before_train", Optional[str], _opt("--val-before-train", help="yes | no: validate before the first step "
+                                             "(default no).", rich_help_panel="Hyper-parameters")),
+    ("max_ckpt_to_keep", Optional[int], _opt("--max-ckpt-to-keep", help="Checkpoints kept (default 2).",
+                                             rich_help_panel="Hyper-parameters")),
+    ("temperature", Optional[float], _opt("--temperature", help="Rollout sampling temperature (default 1.0).",
+                                          rich_help_panel="Hyper-parameters")),
+    ("clip_ratio_low", Optional[float], _opt("--clip-ratio-low", help="PPO clip below (default 0.2).",
+                                             rich_help_panel="Hyper-parameters")),
+    ("clip_ratio_high", Optional[float], _opt("--clip-ratio-high", help="PPO clip above, DAPO's clip-higher "
+                                              "(default 0.28).", rich_help_panel="Hyper-parameters")),
+    ("loss_agg_mode", Optional[str], _opt("--loss-agg-mode", help="token-mean (default) | seq-mean-token-sum | "
+                                          "seq-mean-token-mean | seq-mean-token-sum-norm | token-sum (verl 0.9.0+).",
+                                          rich_help_panel="Hyper-parameters")),
+    ("filter_groups", Optional[str], _opt("--filter-groups", help="yes | no: DAPO's dynamic sampling, drop groups "
+                                          "whose responses all score alike (default yes).",
+                                          rich_help_panel="Hyper-parameters")),
+    ("filter_groups_metric", Optional[str], _opt("--filter-groups-metric", help="Metric the groups are filtered on "
+                                                 "(default acc).", rich_help_panel="Hyper-parameters")),
+    ("max_num_gen_batches", Optional[int], _opt("--max-num-gen-batches", help="Generation batches a step may take "
+                                                "to fill the train batch (default 10; 0 no limit).",
+                                                rich_help_panel="Hyper-parameters")),
+    ("overlong_buffer", Optional[str], _opt("--overlong-buffer", help="yes | no: DAPO's overlong penalty (default yes).",
+                                            rich_help_panel="Hyper-parameters")),
+    ("overlong_buffer_len", Optional[int], _opt("--overlong-buffer-len", help="Tokens before the maximum where the "
+                                                "penalty starts (default: a quarter of the response length).",
+                                                rich_help_panel="Hyper-parameters")),
+    ("overlong_penalty_factor", Optional[float], _opt("--overlong-penalty-factor", help="Penalty at the maximum "
+                                                      "length (default 1.0).", rich_help_panel="Hyper-parameters")),
+    ("rollout_engine", Optional[str], _opt("--rollout-engine", help="vllm (default) | sglang.",
+                                           rich_help_panel="Hyper-parameters")),
+    ("gpu_memory_utilization", Optional[float], _opt("--gpu-memory-utilization", help="Share of device memory the "
+                                                     "rollout engine takes (default 0.6).",
+                                                     rich_help_panel="Hyper-parameters")),
     ("train_tp", Optional[int], _opt("--train-tp", help="Training tensor parallel (default 4).",
                                      rich_help_panel="Parallelism")),
     ("train_pp", Optional[int], _opt("--train-pp", help="Training pipeline parallel (default 2).",
@@ -137,6 +175,7 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                              "check` found on this host.", rich_help_panel="Input")),
 ]
 SPEC_OPTION_NAMES = {name for name, _, _ in SPEC_OPTIONS}
+YES_NO_OPTIONS = {"swanlab", "val_before_train", "filter_groups", "overlong_buffer"}  # `--flag yes|no` (default on)
 
 
 def spec_options(func: Callable, only: tuple[str, ...] | None = None) -> Callable:
@@ -177,11 +216,12 @@ def flags_from(options: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         flags["mounts"] = list(options["mount"])
     if options.get("override"):
         flags["overrides"] = list(options["override"])
-    if "swanlab" in flags:
-        answer = str(flags["swanlab"]).strip().lower()
+    for name in YES_NO_OPTIONS & set(flags):
+        answer = str(flags[name]).strip().lower()
+        flag = "--" + name.replace("_", "-")
         if answer not in {"yes", "no", "true", "false", "on", "off", "1", "0", "y", "n"}:
-            raise UserError([error("swanlab", f"{flags['swanlab']!r} is not yes or no", "pass --swanlab yes or --swanlab no")])
-        flags["swanlab"] = answer in {"yes", "true", "on", "1", "y"}
+            raise UserError([error(name, f"{str(flags[name])[:40]!r} is not yes or no", f"pass {flag} yes or {flag} no")])
+        flags[name] = answer in {"yes", "true", "on", "1", "y"}
     if flags.get("swanlab_api_key") == "-":
         try:
             key = boundedread.read_line(sys.stdin, MAX_KEY_BYTES, "the key on stdin").strip()

@@ -51,7 +51,9 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     if prepared.plan is None:
         raise fail(prepared.findings, as_json=json_output)
     verified = None
-    if verify:
+    from verl_deploy.profiles import profile_for_spec
+
+    if verify or profile_for_spec(prepared.spec)[1] is not None:  # a stand-in profile: verl's own code decides
         from verl_deploy.checks import sort_findings
         from verl_deploy.verify import findings_for, verify_plan
 

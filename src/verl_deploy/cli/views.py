@@ -22,7 +22,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Features", ("mask", "features", "no_default_features", "estimate_features", "oom_features", "max_oom_retries")),
     ("Logging", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
                  "swanlab_log_dir", "project_name", "experiment_name")),
-    ("Extra", ("overrides", "strict")),
+    ("Extra", ("overrides", "strict", "nearest_profile")),
 ]
 
 

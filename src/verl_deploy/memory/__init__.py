@@ -108,9 +108,9 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
 def record_oom(spec, phase: str | None, added: str, path: Path | None = None) -> bool:
     """Append an OOM the recovery ladder saw to the calibration log; False when it cannot be keyed."""
     from verl_deploy.compiler import compile_plan
-    from verl_deploy.profiles import Profile, profile_for
+    from verl_deploy.profiles import Profile, profile_for_spec
 
-    profile = profile_for(spec.verl_version)
+    profile, _ = profile_for_spec(spec)
     if not isinstance(profile, Profile):
         return False
     shape, _ = load_shape(spec.model_path)

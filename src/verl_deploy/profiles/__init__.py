@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from verl_deploy.findings import Finding, error
+from verl_deploy.findings import Finding, error, warning
 from verl_deploy.profiles.base import Key, Profile
 from verl_deploy.profiles import verl_0_6, verl_0_7_0, verl_0_8, verl_0_9
 
@@ -24,10 +24,32 @@ def profile_for(version: str) -> Profile | Finding:
     if _minor(release) > max(_minor(m) for p in PROFILES for m in p.matches):
         # newer than this tool knows: downgrading verl is rarely what the user wants, nor "upgrade"
         return error("verl_version", f"verl {version} is newer than this verl-deploy knows (supported: {SUPPORTED})",
-                     "update verl-deploy to a release that knows it, or target a supported verl with --verl-version "
-                     "(and its image/checkout)")
+                     "pass --nearest-profile to plan it with the newest profile here (verl's own validation then "
+                     "runs), or use a checkout/image of a supported verl")
     return error("verl_version", f"verl {version} is not supported (supported: {SUPPORTED})",
                  "pass --verl-version with a supported version, or use an image/checkout with a supported verl")
+
+
+def nearest_profile(version: str) -> Profile | None:
+    """The newest profile older than a release this tool has no profile for (0.10.0.dev -> the 0.9 profile)."""
+    wanted = _minor(version.split("+")[0])
+    older = [p for p in PROFILES if max(_minor(m) for m in p.matches) < wanted]
+    return max(older, key=lambda p: max(_minor(m) for m in p.matches)) if older else None
+
+
+def profile_for_spec(spec) -> tuple[Profile | Finding, Finding | None]:
+    """The profile a spec plans with, and the warning when --nearest-profile stood in for a missing one."""
+    profile = profile_for(spec.verl_version)
+    if isinstance(profile, Profile) or not getattr(spec, "nearest_profile", False):
+        return profile, None
+    near = nearest_profile(spec.verl_version)
+    if near is None:
+        return profile, None
+    return near, warning("verl_version", f"verl {spec.verl_version} has no profile in this verl-deploy: planned with "
+                         f"the {near.name} profile (--nearest-profile); keys verl {spec.verl_version} renamed or added "
+                         "are unknown to it, so verl's own validation decides",
+                         "make sure `verl-deploy plan --verify` passes before a launch (plan runs it for you); update "
+                         "verl-deploy when it knows this release")
 
 
 def _minor(version: str) -> tuple[int, int]:
@@ -39,4 +61,4 @@ def _minor(version: str) -> tuple[int, int]:
         return 0, 0
 
 
-__all__ = ["Key", "Profile", "PROFILES", "SUPPORTED", "profile_for"]
+__all__ = ["Key", "Profile", "PROFILES", "SUPPORTED", "nearest_profile", "profile_for", "profile_for_spec"]

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
 from verl_deploy.findings import Finding, error, info, warning
-from verl_deploy.rules import batch, lengths, model
+from verl_deploy.rules import algorithm, batch, lengths, model
 from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
@@ -63,6 +63,20 @@ RULES: tuple[Rule, ...] = (
     }),
     Rule(lengths.dynamic_batch_token_budget, {
         "0.6.0-0.9.1": "verl/utils/seqlen_balancing.py:285 (0.6.0), 295 (0.6.1), 382 (0.7.0), 384 (0.7.1-0.9.1)",
+    }),
+    Rule(algorithm.loss_agg_mode_in_release, {
+        "0.6.0-0.8.0": "verl/workers/config/actor.py:189-196 (0.7.0) valid_loss_agg_modes without token-sum",
+        "0.9.0-0.9.1": "verl/workers/config/actor.py:216-224 (0.9.0) valid_loss_agg_modes with token-sum",
+    }),
+    Rule(batch.agent_loop_chunks, {
+        "0.7.0-0.9.1": "verl/experimental/agent_loop/agent_loop.py:949 (0.7.0), 1111 (0.8.0), 1240 (0.9.0) "
+                       "prompts.chunk(len(agent_loop_workers)); verl/protocol.py:886 (0.7.0), 875 (0.8.0, 0.9.0)",
+    }),
+    Rule(algorithm.resume_path_is_given, {
+        "0.9.0": "verl/trainer/ppo/ray_trainer.py:1072-1075 _load_checkpoint asserts",
+    }),
+    Rule(algorithm.ulysses_needs_remove_padding, {
+        "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0) raise ValueError",
     }),
     Rule(model.megatron_tp_divides_heads, {
         "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",

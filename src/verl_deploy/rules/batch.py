@@ -10,12 +10,13 @@ def mini_batch_divides_batch(ctx: RuleContext) -> list[Finding]:
     """train_batch_size % ppo_mini_batch_size. The engine workers iterate with tensordict_utils.make_iterator,
     which asserts it; the legacy FSDP actor splits with DataProto.split and runs a smaller last mini-batch.
     (Legacy Megatron: see legacy_megatron_mini_batch, which asserts the per-rank form of the same thing.)"""
-    batch, mini = ctx.batch, ctx.mini
+    batch, mini = ctx.step_batch, ctx.mini
     if mini <= 0 or batch < mini or batch % mini == 0:
         return []
-    fix = f"use a mini-batch size that divides the batch size {batch} (e.g. {largest_divisor(batch, mini)})"
+    what = "batch size" if batch == ctx.batch else "generation batch (filter_groups off: each step trains on it)"
+    fix = f"use a mini-batch size that divides the {what} {batch} (e.g. {largest_divisor(batch, mini)})"
     if ctx.engine_workers:
-        return [error("mini_batch_size", f"batch size {batch} is not a multiple of the mini-batch size {mini}: "
+        return [error("mini_batch_size", f"{what} {batch} is not a multiple of the mini-batch size {mini}: "
                       f"verl {ctx.spec.verl_version}'s engine workers assert it "
                       "(tensordict_utils.make_iterator)", fix)]
     if ctx.framework == "fsdp":
@@ -75,3 +76,19 @@ def mini_batch_divides_dp(ctx: RuleContext) -> list[Finding]:
 
 def largest_divisor(number: int, at_most: int) -> int:
     return next(d for d in range(min(at_most, number), 0, -1) if number % d == 0)
+
+
+def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
+    """0.7.0+: AgentLoopManager.generate_sequences splits the step's prompts x n over rollout.agent.num_workers
+    with DataProto.chunk, which asserts an equal split (padding is off there)."""
+    if ctx.version < (0, 7, 0) or str(ctx.get(A + "rollout.mode", "async")) != "async":
+        return []
+    workers = ctx.number(A + "rollout.agent.num_workers", 8)
+    samples = ctx.gen_batch * ctx.n
+    if workers <= 0 or samples % workers == 0:
+        return []
+    return [error("gen_batch_size", f"{ctx.gen_batch} prompts x {ctx.n} responses = {samples} do not split evenly "
+                  f"over the {workers} agent-loop workers: verl {ctx.spec.verl_version}'s DataProto.chunk asserts "
+                  "'only support equal chunk' at the first rollout",
+                  f"make generation batch x responses a multiple of {workers} (--gen-batch-size / --batch-size / "
+                  f"--n-resp-per-prompt), or --override {A}rollout.agent.num_workers=N with N dividing {samples}")]

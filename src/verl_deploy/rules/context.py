@@ -154,6 +154,21 @@ class RuleContext:
         return self.number("data.train_batch_size", self.spec.batch_size)
 
     @property
+    def gen_batch(self) -> int:
+        """Prompts a DAPO generation step draws (data.gen_batch_size; the train batch outside DAPO)."""
+        if self.spec.mode != "dapo":
+            return self.batch
+        return self.number("data.gen_batch_size", self.spec.effective_gen_batch_size)
+
+    @property
+    def step_batch(self) -> int:
+        """Prompts one update trains on: DAPO with filter_groups off trains on the generation batch as it is
+        (recipe/dapo/dapo_ray_trainer.py fit: `batch = new_batch`); otherwise the train batch."""
+        if self.spec.mode == "dapo" and not self.flag("algorithm.filter_groups.enable", self.spec.filter_groups):
+            return self.gen_batch
+        return self.batch
+
+    @property
     def mini(self) -> int:
         return self.number(A + "actor.ppo_mini_batch_size", self.spec.effective_mini_batch_size)
 

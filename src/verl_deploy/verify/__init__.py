@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from verl_deploy.verl_release import release_of
 from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.verify.program import build_program, parse_output
 
@@ -194,7 +195,7 @@ def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]
     found: list[Finding] = []
     version = result.verl_version or "?"
     planned = spec.verl_version
-    if result.verl_version and result.verl_version.split("+")[0].split(".dev")[0] != planned:
+    if result.verl_version and release_of(result.verl_version) != release_of(planned):
         found.append(error("verl_version", f"the {where} has verl {result.verl_version}, the plan is for verl {planned}",
                            f"pass --verl-version {result.verl_version.split('+')[0]}, or use an image with verl {planned}",
                            area="verify"))

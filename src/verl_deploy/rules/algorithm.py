@@ -1,0 +1,48 @@
+"""Algorithm settings verl's config dataclasses validate per release."""
+
+from __future__ import annotations
+
+from verl_deploy.findings import Finding, error
+from verl_deploy.rules.context import A, RuleContext
+
+# ActorConfig.__post_init__ valid_loss_agg_modes (verl/workers/config/actor.py) at each tag
+LOSS_AGG_MODES_BEFORE_0_9 = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LOSS_AGG_MODES_FROM_0_9 = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+                           "seq-mean-token-sum-norm")
+
+
+def loss_agg_mode_in_release(ctx: RuleContext) -> list[Finding]:
+    """ActorConfig raises `Invalid loss_agg_mode` for a mode its release does not list (token-sum came in 0.9.0)."""
+    mode = str(ctx.get(A + "actor.loss_agg_mode", ctx.spec.loss_agg_mode))
+    valid = LOSS_AGG_MODES_FROM_0_9 if ctx.version >= (0, 9, 0) else LOSS_AGG_MODES_BEFORE_0_9
+    if mode in valid:
+        return []
+    since = " (token-sum is in verl 0.9.0 and later)" if mode in LOSS_AGG_MODES_FROM_0_9 else ""
+    return [error("loss_agg_mode", f"loss_agg_mode {mode!r}: verl {ctx.spec.verl_version}'s ActorConfig raises "
+                  f"'Invalid loss_agg_mode'{since}", f"use --loss-agg-mode with one of {', '.join(valid)}")]
+
+
+def resume_path_is_given(ctx: RuleContext) -> list[Finding]:
+    """RayPPOTrainer._load_checkpoint: resume_mode=resume_path asserts resume_from_path is a str holding
+    'global_step_' (after the model is loaded)."""
+    if str(ctx.get("trainer.resume_mode", "auto")) != "resume_path":
+        return []
+    path = ctx.get("trainer.resume_from_path", None)
+    if isinstance(path, str) and "global_step_" in path:
+        return []
+    return [error("overrides", f"trainer.resume_mode=resume_path with resume_from_path {path!r}: verl "
+                  f"{ctx.spec.verl_version}'s trainer asserts a path to a global_step_N directory",
+                  "add --override trainer.resume_from_path=CKPTS_DIR/global_step_N, or drop resume_mode "
+                  "(verl-deploy resumes from the newest checkpoint itself)")]
+
+
+def ulysses_needs_remove_padding(ctx: RuleContext) -> list[Finding]:
+    """0.8.0+ FSDP engine (verl/workers/engine/fsdp/transformer_impl.py): Ulysses sequence parallel > 1 without
+    use_remove_padding raises ValueError when the engine is built."""
+    if ctx.framework != "fsdp" or not ctx.engine_workers or ctx.sp <= 1:
+        return []
+    if ctx.flag(A + "model.use_remove_padding", False):
+        return []
+    return [error("features", f"Ulysses sequence parallel {ctx.sp} without remove-padding: verl "
+                  f"{ctx.spec.verl_version}'s FSDP engine raises 'you must enable `use_remove_padding`'",
+                  "turn remove_padding on (--features remove_padding), or drop the Ulysses override")]

@@ -1,0 +1,155 @@
+"""No refusal of what verl runs, and every refusal names a fix that exists.
+
+Each case goes through `plan` and through verl's own code of that release on CPU (`verify`: the entry's
+config composed, validate_config, the actor/rollout/algorithm dataclasses), as test_verify.py does.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import typer.main
+
+from test_verify import dapo_plan, fixture_for, python_with, run_dir_with, site_or_skip
+from verl_deploy.cli import app
+from verl_deploy.findings import Finding
+from verl_deploy.pipeline import prepare
+from verl_deploy.verify import findings_for, verify_plan
+
+
+def errors(findings: list[Finding]) -> list[Finding]:
+    return [f for f in findings if f.level == "error"]
+
+
+ACCEPTED = {"save_freq": 0, "gen_batch_size": 16, "batch_size": 32}  # checkpoints off; 2 generation batches a step
+
+
+@pytest.mark.parametrize("version", ["0.6.1", "0.7.0", "0.9.1"])
+def test_what_verl_runs_plan_accepts(tmp_path, version):
+    site = site_or_skip(version)
+    root = run_dir_with(tmp_path, site, fixture_for(version))
+    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **ACCEPTED}, environ={})
+    assert not errors(prepared.findings), errors(prepared.findings)
+    assert any(f.field == "gen_batch_size" and f.level == "info" and "2 batches" in f.message for f in prepared.findings)
+    verified = verify_plan(prepared.plan, python=str(python_with(tmp_path, site)))
+    assert verified.status == "passed", verified.as_dict()
+
+
+@pytest.mark.parametrize("version, verl_rejects", [("0.7.0", True), ("0.9.1", False)])
+def test_token_sum_is_refused_exactly_where_verls_actor_config_rejects_it(tmp_path, version, verl_rejects):
+    site = site_or_skip(version)
+    root = run_dir_with(tmp_path, site, fixture_for(version))
+    plan = dapo_plan(version, root, loss_agg_mode="token-sum")
+    ours = [f for f in errors(prepare(flags={"verl_version": version, "run_dir": str(root),
+                                             "loss_agg_mode": "token-sum"}, environ={}).findings)]
+    theirs = errors(findings_for(verify_plan(plan, python=str(python_with(tmp_path, site))), plan, required=True))
+    assert bool(theirs) == verl_rejects, [f.message for f in theirs]
+    if verl_rejects:
+        assert any("Invalid loss_agg_mode" in f.message for f in theirs)
+        assert len(ours) == 1 and ours[0].field == "loss_agg_mode" and "--loss-agg-mode" in ours[0].fix
+    else:
+        assert not ours
+
+
+def test_a_generation_batch_the_cap_cannot_fill_is_refused_with_flags_that_exist():
+    prepared = prepare(flags={"batch_size": 32, "gen_batch_size": 8, "max_num_gen_batches": 2}, environ={})
+    [refusal] = [f for f in errors(prepared.findings) if f.field == "gen_batch_size"]
+    assert "--gen-batch-size" in refusal.fix and "--max-num-gen-batches to 4" in refusal.fix
+    off = prepare(flags={"batch_size": 32, "gen_batch_size": 8, "filter_groups": False}, environ={})
+    assert not errors(off.findings) and any(f.field == "gen_batch_size" and f.level == "warning" for f in off.findings)
+
+
+def _all_flags() -> set[str]:
+    command = typer.main.get_command(app)
+    names: set[str] = set()
+    for sub in getattr(command, "commands", {}).values():
+        for child in [sub, *getattr(sub, "commands", {}).values()]:
+            for param in child.params:
+                names.update(o.split("/")[0] for o in [*param.opts, *param.secondary_opts])
+    return names
+
+
+@pytest.mark.parametrize("override", ["algorithm.filter_groups.enable=False", "trainer.test_freq=0",
+                                      "actor_rollout_ref.actor.loss_agg_mode=token-sum",
+                                      "actor_rollout_ref.actor.clip_ratio_high=0.3"])
+def test_an_override_of_an_owned_key_points_at_a_flag_that_exists(override):
+    prepared = prepare(flags={"verl_version": "0.9.1", "overrides": [override]}, environ={})
+    refusals = [f for f in errors(prepared.findings) if f.field == "overrides"]
+    assert refusals, f"{override}: verl-deploy sets this key from a field, so the override must be refused"
+    flags = _all_flags()
+    for finding in refusals:
+        named = re.findall(r"--[a-z][a-z-]+", finding.fix)
+        assert named and all(flag in flags for flag in named), (finding.fix, sorted(set(named) - flags))
+
+
+def test_every_flag_a_field_owner_names_exists():
+    from verl_deploy.override_owners import DERIVED_FROM
+
+    flags = _all_flags()
+    missing = {knob: flag for knob, text in DERIVED_FROM.items() for flag in re.findall(r"--[a-z][a-z-]+", text)
+               if flag not in flags}
+    assert not missing
+
+
+# -- checks verl makes that plan did not: each through plan, and the chunking one through verl's own DataProto --
+
+CHUNK = """
+import sys, torch
+from verl.protocol import DataProto
+size, workers = int(sys.argv[1]), int(sys.argv[2])
+try:
+    DataProto.from_dict({"input_ids": torch.zeros(size, 1)}).chunk(workers)
+    print("ok")
+except AssertionError as exc:
+    print("assert", exc)
+"""
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+@pytest.mark.parametrize("batch, gen, n, rejected", [(4, 6, 3, True), (4, 8, 3, False), (6, 6, 4, False)])
+def test_agent_loop_chunking_is_refused_where_dataproto_chunk_asserts(version, batch, gen, n, rejected):
+    import subprocess
+    import sys
+
+    import realverl
+
+    site_or_skip(version)
+    real = subprocess.run([sys.executable, "-c", CHUNK, str(gen * n), "8"], capture_output=True, text=True,
+                          env=realverl.env_with_verl(version), timeout=300)
+    assert real.returncode == 0, real.stderr[-2000:]
+    assert real.stdout.startswith("assert" if rejected else "ok"), real.stdout
+    if rejected:
+        assert "only support equal chunk" in real.stdout
+    prepared = prepare(flags={"verl_version": version, "batch_size": batch, "gen_batch_size": gen, "n_resp_per_prompt": n,
+                              "mini_batch_size": 2}, environ={})
+    ours = [f for f in errors(prepared.findings) if f.field == "gen_batch_size"]
+    assert bool(ours) == rejected, [f.message for f in prepared.findings]
+    if rejected:
+        assert "agent-loop workers" in ours[0].message and "--gen-batch-size" in ours[0].fix
+
+
+def test_resume_path_without_a_path_is_refused():
+    bad = prepare(flags={"verl_version": "0.9.1", "overrides": ["trainer.resume_mode=resume_path"]}, environ={})
+    assert any("resume_from_path" in f.message for f in errors(bad.findings))
+    good = prepare(flags={"verl_version": "0.9.1", "overrides": ["trainer.resume_mode=resume_path",
+                                                                 "trainer.resume_from_path=/ck/global_step_20"]},
+                   environ={})
+    assert not any("resume_from_path" in f.message for f in errors(good.findings))
+
+
+def test_ulysses_without_remove_padding_is_refused_on_the_fsdp_engine():
+    flags = {"verl_version": "0.9.1", "framework": "fsdp", "device": "gpu",
+             "overrides": ["actor_rollout_ref.actor.ulysses_sequence_parallel_size=2"]}
+    bad = prepare(flags={**flags, "features": "-remove_padding"}, environ={})
+    assert any("use_remove_padding" in f.message for f in errors(bad.findings))
+    assert not any("use_remove_padding" in f.message for f in errors(prepare(flags=flags, environ={}).findings))
+
+
+def test_with_filter_groups_off_the_generation_batch_must_divide_by_the_mini_batch():
+    flags = {"verl_version": "0.9.1", "framework": "fsdp", "device": "gpu", "batch_size": 16, "mini_batch_size": 8,
+             "gen_batch_size": 20, "filter_groups": False}
+    bad = [f for f in errors(prepare(flags=flags, environ={}).findings) if f.field == "mini_batch_size"]
+    assert bad and "generation batch" in bad[0].message
+    assert not [f for f in errors(prepare(flags={**flags, "gen_batch_size": 24}, environ={}).findings)
+                if f.field == "mini_batch_size"]
