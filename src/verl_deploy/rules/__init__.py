@@ -39,7 +39,8 @@ RULES: tuple[Rule, ...] = (
                                           "548 (0.7.1) data.split(ppo_mini_batch_size): uneven last mini-batch",
     }),
     Rule(batch.legacy_megatron_mini_batch, {
-        "0.6.0": "verl/workers/megatron_workers.py:266-267 (x n, // dp), verl/protocol.py:823 make_iterator assert",
+        "0.6.0": "verl/workers/megatron_workers.py:266-267 ppo_mini_batch_size *= n, //= dp; verl/protocol.py:823 "
+                 "make_iterator assert",
         "0.6.1": "verl/workers/megatron_workers.py:273-274, verl/protocol.py:823",
         "0.7.0": "verl/workers/megatron_workers.py:334-335, verl/protocol.py:827",
         "0.7.1 DAPO": "verl/workers/megatron_workers.py:355-356, verl/protocol.py:815",
@@ -55,8 +56,9 @@ RULES: tuple[Rule, ...] = (
                                                   "201 (0.9.1); not called by recipe/dapo/main_dapo.py <= 0.7.0",
     }),
     Rule(lengths.rollout_context_fits_model, {
-        "0.6.0-0.6.1 (mode sync)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:141 / :150-151 with a "
-                                   "rope factor (0.6.0), :177 / :186-187 (0.6.1)",
+        "0.6.0-0.6.1 (mode sync)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:141 (0.6.0), 177 (0.6.1); "
+                                   "with a rope factor verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:150-151 "
+                                   "(0.6.0), 186-187 (0.6.1)",
         "0.7.0 (ignores max_model_len)": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:198",
         "0.7.1-0.9.1": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:117 (0.7.1), 816 (0.8.0), "
                        "957 (0.9.0), 1107 (0.9.1) raise ValueError",
@@ -65,18 +67,23 @@ RULES: tuple[Rule, ...] = (
         "0.6.0-0.9.1": "verl/utils/seqlen_balancing.py:285 (0.6.0), 295 (0.6.1), 382 (0.7.0), 384 (0.7.1-0.9.1)",
     }),
     Rule(algorithm.loss_agg_mode_in_release, {
-        "0.6.0-0.8.0": "verl/workers/config/actor.py:189-196 (0.7.0) valid_loss_agg_modes without token-sum",
-        "0.9.0-0.9.1": "verl/workers/config/actor.py:216-224 (0.9.0) valid_loss_agg_modes with token-sum",
+        "0.6.0-0.8.0": "verl/workers/config/actor.py:141-148 (0.6.0-0.6.1), 189-196 (0.7.0), 203-210 (0.7.1), "
+                       "212-219 (0.8.0) valid_loss_agg_modes without token-sum, raise ValueError",
+        "0.9.0-0.9.1": "verl/workers/config/actor.py:216-224 (0.9.0), 212-220 (0.9.1) valid_loss_agg_modes with "
+                       "token-sum, raise ValueError",
     }),
     Rule(batch.agent_loop_chunks, {
-        "0.7.0-0.9.1": "verl/experimental/agent_loop/agent_loop.py:949 (0.7.0), 1111 (0.8.0), 1240 (0.9.0) "
-                       "prompts.chunk(len(agent_loop_workers)); verl/protocol.py:886 (0.7.0), 875 (0.8.0, 0.9.0)",
+        "0.7.0-0.9.1 (rollout mode async)": "verl/experimental/agent_loop/agent_loop.py:949 (0.7.0), 1040 (0.7.1), "
+                                            "1111 (0.8.0), 1240 (0.9.0), 1247 (0.9.1) prompts.chunk; "
+                                            "verl/protocol.py:886 (0.7.0), 874 (0.7.1), 875 (0.8.0-0.9.0), 872 (0.9.1)",
     }),
     Rule(algorithm.resume_path_is_given, {
-        "0.9.0": "verl/trainer/ppo/ray_trainer.py:1072-1075 _load_checkpoint asserts",
+        "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
+                       "1064 (0.8.0), 1073 (0.9.0-0.9.1) _load_checkpoint asserts resume_from_path",
     }),
     Rule(algorithm.ulysses_needs_remove_padding, {
-        "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0) raise ValueError",
+        "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
+                       "raise ValueError use_remove_padding",
     }),
     Rule(model.megatron_tp_divides_heads, {
         "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",
