@@ -17,25 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-# What verl's config code, trainer and recipe entry modules import at module level beyond the
-# test environment (read from verl's imports: verl/utils/config.py -> protocol.py (tensordict),
-# torch_functional.py (transformers), ray_trainer.py (codetiming, datasets via rl_dataset)); anyio (httpx,
-# starlette) needs a newer typing_extensions than the test environment's.
-_COMMON = ["cloudpickle", "regex", "tensordict==0.10.0", "pyvers<0.2", "codetiming==1.4.0", "tqdm", "safetensors", "tokenizers==0.22.2",
-           "pandas", "dill<0.4.2", "xxhash", "multiprocess<0.70.20", "pylatexenc", "math-verify", "latex2sympy2_extended",
-           "antlr4-python3-runtime==4.9.3", "torchdata", "peft", "accelerate", "pillow", "httpx", "httpcore", "h11",
-           "anyio", "sniffio", "cachetools", "fastapi", "starlette", "uvicorn", "typing_extensions>=4.16"]
-_TRANSFORMERS_4 = ["transformers==4.57.6", "huggingface-hub==0.36.0", "datasets==4.4.1", "hf-xet"]
-_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet"]
-LIGHT_DEPS: dict[str, list[str]] = {
-    "0.6.0": _COMMON + _TRANSFORMERS_4,
-    "0.6.1": _COMMON + _TRANSFORMERS_4,
-    "0.7.0": _COMMON + _TRANSFORMERS_4,
-    "0.7.1": _COMMON + _TRANSFORMERS_4,
-    "0.8.0": _COMMON + _TRANSFORMERS_4,
-    "0.9.0": _COMMON + _TRANSFORMERS_5,
-    "0.9.1": _COMMON + _TRANSFORMERS_5,
-}
+from verl_deploy.verify import localenv
+from verl_deploy.verify.localenv import LIGHT_DEPS  # noqa: F401  (the tests' list is the product's list)
+
 _why_not: dict[str, str] = {}
 
 
@@ -50,43 +34,12 @@ def why_not(version: str) -> str:
 
 
 def verl_site(version: str) -> Path | None:
-    """The directory holding verl==version and its light imports, installed once; None if it cannot be."""
-    target = cache_root() / f"verl-{version}"
-    marker = version + "\n" + " ".join(LIGHT_DEPS.get(version, [])) + "\n"  # a changed list reinstalls
-    if (target / "verl" / "__init__.py").is_file() and _read(target / ".complete") == marker:
-        return target
-    if version not in LIGHT_DEPS:
-        _why_not[version] = f"no list of light dependencies for verl {version} in tests/realverl.py"
-        return None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".verl-{version}-", dir=target.parent))
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check",
-           "--no-compile", "--target", str(staging), f"verl=={version}", *LIGHT_DEPS[version]]
+    """The directory holding verl==version and its light imports, installed once (by the product's own
+    `verify-env` builder); None if it cannot be."""
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        _why_not[version] = f"pip install verl=={version} failed: {exc}"
-        return None
-    if result.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        _why_not[version] = f"pip install verl=={version} --no-deps --target failed (no package index?): {last}"
-        return None
-    (staging / ".complete").write_text(marker, encoding="utf-8")
-    if target.exists() and _read(target / ".complete") != marker:
-        shutil.rmtree(target, ignore_errors=True)  # an older, unmarked install: replaced by this complete one
-    try:
-        os.replace(staging, target)
-    except OSError:  # another process published it first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target if _read(target / ".complete") == marker else None
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError:
+        return localenv.build(version, where=cache_root()).site
+    except localenv.EnvProblem as exc:
+        _why_not[version] = f"{exc} ({exc.fix})"
         return None
 
 

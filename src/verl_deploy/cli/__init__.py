@@ -64,6 +64,7 @@ def _root(version: bool = typer.Option(False, "--version", "-V", is_eager=True, 
 from verl_deploy.cli import check_cmd, init_cmd, plan_cmd, generate_cmd, run_cmds  # noqa: E402,F401,I001
 from verl_deploy.cli import report_cmd, evidence_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_cmd  # noqa: E402,F401,I001
+from verl_deploy.cli import verify_env_cmd  # noqa: E402,F401,I001
 
 
 def main() -> None:

@@ -40,6 +40,8 @@ Exit status: 0 when there is no error, 1 otherwise (the findings say what and ho
 def plan_command(json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
                  verify: bool = typer.Option(False, "--verify", help="Also run verl's own validation where the training "
                                              "runs (inside --container, else on this host)."),
+                 verify_env: bool = typer.Option(False, "--verify-env", help="Run --verify with the local environment "
+                                                 "`verl-deploy verify-env VERSION` built (no accelerator needed)."),
                  **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
@@ -57,7 +59,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
         from verl_deploy.checks import sort_findings
         from verl_deploy.verify import findings_for, verify_plan
 
-        verified = verify_plan(prepared.plan, container=prepared.spec.container)
+        verified = verify_plan(prepared.plan, container=prepared.spec.container, **_local_env(prepared, verify_env,
+                                                                                               json_output))
         prepared.findings = sort_findings(prepared.findings + findings_for(verified, prepared.plan, required=True))
     if json_output:
         document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
@@ -70,3 +73,27 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
         show_plan(prepared)
     if not prepared.ok:
         raise typer.Exit(code=1)
+
+
+def _local_env(prepared, wanted: bool, json_output: bool) -> dict:
+    """verify_plan's python (and run dir) from the verify-env of the plan's release, when asked for."""
+    if not wanted:
+        return {}
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import error
+    from verl_deploy.verify import localenv
+    from verl_deploy.verl_release import release_of
+
+    version = release_of(prepared.spec.verl_version)
+    found = localenv.find(version)
+    if found is None:
+        raise fail([error("verify_env", f"no verify environment for verl {version} on this machine",
+                          f"build it once: verl-deploy verify-env {version}", area="verify")], as_json=json_output)
+    tree = found.run_tree if found.run_tree.is_dir() else localenv.link_run_tree(found)
+    return {"python": str(found.python), "run_dir": None if _is_dir(prepared.spec.run_dir) else str(tree)}
+
+
+def _is_dir(path: str) -> bool:
+    import os
+
+    return os.path.isdir(path)

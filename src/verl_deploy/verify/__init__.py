@@ -52,11 +52,13 @@ def command_for(run_dir: str, container: str | None, python: str) -> tuple[list[
 
 
 def verify_plan(plan, *, container: str | None = None, python: str | None = None,
-                timeout: float = DEFAULT_TIMEOUT) -> VerifyResult:
-    """Run verl's validation for this plan where it will run. Never raises for a missing verl or host."""
+                timeout: float = DEFAULT_TIMEOUT, run_dir: str | None = None) -> VerifyResult:
+    """Run verl's validation for this plan where it will run. Never raises for a missing verl or host.
+
+    `run_dir` replaces the plan's run directory (a verify-env's tree when the run dir is not on this host)."""
     spec = plan.spec
     python = python or os.environ.get("VERL_DEPLOY_VERIFY_PYTHON", "python3")
-    run_dir = spec.run_dir
+    run_dir = run_dir or spec.run_dir
     argv, cwd, where = command_for(run_dir, container, python)
     base = dict(entry=plan.entry_module, config_name=plan.config_name, run_dir=run_dir)
     if cwd is not None and not os.path.isdir(cwd):
