@@ -153,3 +153,18 @@ def test_with_filter_groups_off_the_generation_batch_must_divide_by_the_mini_bat
     assert bad and "generation batch" in bad[0].message
     assert not [f for f in errors(prepare(flags={**flags, "gen_batch_size": 24}, environ={}).findings)
                 if f.field == "mini_batch_size"]
+
+
+def test_engine_worker_batch_settings_must_agree():
+    base = {"verl_version": "0.9.1", "framework": "fsdp", "device": "gpu"}
+    split = prepare(flags={**base, "overrides": ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False"]},
+                    environ={})
+    assert any(f.message.startswith("actor.use_dynamic_bsz=True but rollout.log_prob_use_dynamic_bsz=False")
+               for f in errors(split.findings)), split.findings
+    cleared = prepare(flags={**base, "features": "-dynamic_batch",
+                             "overrides": ["actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null"]},
+                      environ={})
+    assert any("log_prob_micro_batch_size_per_gpu is null" in f.message for f in errors(cleared.findings))
+    legacy = prepare(flags={**base, "verl_version": "0.7.0",
+                            "overrides": ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False"]}, environ={})
+    assert not any(f.message.startswith("actor.use_dynamic_bsz") for f in errors(legacy.findings))  # legacy workers

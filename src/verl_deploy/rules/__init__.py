@@ -77,6 +77,12 @@ RULES: tuple[Rule, ...] = (
                                             "1111 (0.8.0), 1240 (0.9.0), 1247 (0.9.1) prompts.chunk; "
                                             "verl/protocol.py:886 (0.7.0), 874 (0.7.1), 875 (0.8.0-0.9.0), 872 (0.9.1)",
     }),
+    Rule(batch.engine_worker_batch_settings, {
+        "0.8.0-0.9.1 (engine workers)": "verl/workers/engine_workers.py:557-578 (0.8.0), 610-631 (0.9.0), "
+                                        "616-637 (0.9.1) assert use_dynamic_bsz == log_prob_use_dynamic_bsz, "
+                                        "token budgets / micro-batch sizes not None",
+        "0.7.1 (engine workers)": "verl/workers/engine_workers.py:515-536",
+    }),
     Rule(algorithm.resume_path_is_given, {
         "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
                        "1064 (0.8.0), 1073 (0.9.0-0.9.1) _load_checkpoint asserts resume_from_path",

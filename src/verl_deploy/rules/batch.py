@@ -92,3 +92,27 @@ def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
                   "'only support equal chunk' at the first rollout",
                   f"make generation batch x responses a multiple of {workers} (--gen-batch-size / --batch-size / "
                   f"--n-resp-per-prompt), or --override {A}rollout.agent.num_workers=N with N dividing {samples}")]
+
+
+def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
+    """Engine workers' ActorRolloutRefWorker: the actor's use_dynamic_bsz must equal the rollout's
+    log_prob_use_dynamic_bsz (which defaults to it), and the token budgets (dynamic) or the micro-batch sizes
+    (fixed) of both must be set: asserts when the worker is built, after the model is loaded."""
+    if not ctx.engine_workers:
+        return []
+    dynamic = ctx.dynamic
+    log_prob = ctx.get(A + "rollout.log_prob_use_dynamic_bsz", None)
+    found: list[Finding] = []
+    if log_prob is not None and not isinstance(log_prob, str) and bool(log_prob) != dynamic:
+        found.append(error("features", f"actor.use_dynamic_bsz={dynamic} but rollout.log_prob_use_dynamic_bsz="
+                           f"{bool(log_prob)}: verl {ctx.spec.verl_version}'s engine worker asserts they are equal",
+                           "drop the --override of rollout.log_prob_use_dynamic_bsz (it follows the actor's), or "
+                           "turn dynamic_batch on or off with --features"))
+    needed = (("rollout.log_prob_max_token_len_per_gpu", "actor.ppo_max_token_len_per_gpu") if dynamic else
+              ("rollout.log_prob_micro_batch_size_per_gpu", "actor.ppo_micro_batch_size_per_gpu"))
+    for key in needed:
+        if A + key in ctx.values and ctx.values[A + key] is None:
+            found.append(error("overrides", f"{A}{key} is null with dynamic batching {'on' if dynamic else 'off'}: "
+                               f"verl {ctx.spec.verl_version}'s engine worker asserts it is set",
+                               f"give {A}{key} a number (or drop the --override that clears it)"))
+    return found
