@@ -168,3 +168,15 @@ def test_engine_worker_batch_settings_must_agree():
     legacy = prepare(flags={**base, "verl_version": "0.7.0",
                             "overrides": ["actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=False"]}, environ={})
     assert not any(f.message.startswith("actor.use_dynamic_bsz") for f in errors(legacy.findings))  # legacy workers
+
+
+def test_megatron_fixed_micro_batches_with_vpp_must_group_by_pp():
+    # 8 NPUs, TP 4 PP 2 -> DP 1; mini 3 x n 1 = 3 micro-batches of 1: not a multiple of PP 2 under VPP
+    flags = {"verl_version": "0.9.1", "features": "-dynamic_batch,vpp", "batch_size": 3, "gen_batch_size": 9,
+             "mini_batch_size": 3, "n_resp_per_prompt": 1}
+    bad = [f for f in errors(prepare(flags=flags, environ={}).findings) if "virtual pipeline" in f.message]
+    assert bad and "dynamic_batch on" in bad[0].fix and "PP 2" in bad[0].message
+    ok = {**flags, "batch_size": 4, "gen_batch_size": 8, "mini_batch_size": 4}
+    assert not [f for f in errors(prepare(flags=ok, environ={}).findings) if "virtual pipeline" in f.message]
+    dynamic = {**flags, "features": "vpp"}
+    assert not [f for f in errors(prepare(flags=dynamic, environ={}).findings) if "virtual pipeline" in f.message]

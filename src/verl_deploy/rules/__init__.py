@@ -83,6 +83,11 @@ RULES: tuple[Rule, ...] = (
                                         "token budgets / micro-batch sizes not None",
         "0.7.1 (engine workers)": "verl/workers/engine_workers.py:515-536",
     }),
+    Rule(batch.megatron_fixed_micro_batches, {
+        "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/utils.py:93 (0.7.1), 92 (0.8.0), 126 (0.9.0-0.9.1) "
+                                        "prepare_micro_batches assert; verl/workers/engine/megatron/transformer_impl.py:"
+                                        "556 (0.7.1), 630 (0.8.0), 906 (0.9.0), 915 (0.9.1) num_batches_divided_by",
+    }),
     Rule(algorithm.resume_path_is_given, {
         "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
                        "1064 (0.8.0), 1073 (0.9.0-0.9.1) _load_checkpoint asserts resume_from_path",

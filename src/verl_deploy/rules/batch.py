@@ -116,3 +116,30 @@ def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
                                f"verl {ctx.spec.verl_version}'s engine worker asserts it is set",
                                f"give {A}{key} a number (or drop the --override that clears it)"))
     return found
+
+
+def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
+    """Megatron engine with fixed micro-batches: each rank's mini-batch (mini x n / DP samples) must split into
+    whole micro-batches (engine/utils.py prepare_micro_batches asserts), and with virtual pipeline parallel the
+    micro-batch count must be a multiple of microbatch_group_size_per_vp_stage, which megatron-core sets to PP
+    (engine/megatron/transformer_impl.py forward_backward_batch asserts). Dynamic batching rounds the count up."""
+    if not ctx.engine_workers or ctx.framework != "megatron" or ctx.dynamic:
+        return []
+    per_rank = ctx.mini * ctx.n // ctx.dp
+    micro = ctx.number(A + "actor.ppo_micro_batch_size_per_gpu", 1)
+    if micro <= 0 or per_rank <= 0:
+        return []
+    if per_rank % micro:
+        return [error("mini_batch_size", f"each rank's mini-batch of {per_rank} samples (mini {ctx.mini} x {ctx.n} / DP "
+                      f"{ctx.dp}) does not split into micro-batches of {micro}: verl {ctx.spec.verl_version}'s "
+                      "prepare_micro_batches asserts it", "choose a mini-batch size whose mini x responses / DP is a "
+                      f"multiple of {micro}, or turn dynamic_batch on (--features dynamic_batch)")]
+    vpp = ctx.number(A + "actor.megatron.virtual_pipeline_model_parallel_size", 1) if ctx.get(
+        A + "actor.megatron.virtual_pipeline_model_parallel_size") is not None else 1
+    count = per_rank // micro
+    if vpp > 1 and ctx.pp > 1 and count % ctx.pp:
+        return [error("mini_batch_size", f"virtual pipeline parallel: {count} micro-batches per rank is not a multiple "
+                      f"of PP {ctx.pp}: verl {ctx.spec.verl_version}'s Megatron engine asserts it (megatron-core "
+                      "groups micro-batches per virtual stage)", f"make mini x responses / DP / micro a multiple of "
+                      f"{ctx.pp}, or turn dynamic_batch on, or vpp off")]
+    return []
