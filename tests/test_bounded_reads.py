@@ -177,7 +177,8 @@ def test_calibration_log_and_notice_tail_survive_fifos_and_lines_nested_too_deep
     from verl_deploy.runs.notify import last_lines
 
     log = tmp_path / calibration.LOG_NAME
-    good = calibration.Entry("Qwen3-8B", "fsdp x8", 64.0, "rollout", ("offload",), "recompute")
+    good = calibration.Entry("Qwen3-8B", "fsdp x8", 64.0, "rollout", ("offload",), "recompute",
+                             time="2026-01-01T00:00:00Z")
     calibration.append(good, log)
     with open(log, "a") as handle:
         handle.write('{"model": %s}\n' % DEEP)  # a damaged line: skipped, the others kept

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from verl_deploy.memory import calibration
+from verl_deploy.memory.model import load_shape
 from verl_deploy.memory.device_memory import by_name
 
 QWEN3_8B = Path(__file__).parent / "fixtures" / "memory" / "Qwen3-8B.config.json"
@@ -68,8 +69,9 @@ def test_the_calibration_log_makes_a_seen_oom_not_fit_until_its_fix_is_on(tmp_pa
     log = state / calibration.LOG_NAME
     log.parent.mkdir(parents=True)
     log.write_text('{"broken\n[1,2]\n')  # damaged lines are skipped
-    calibration.append(calibration.Entry("Qwen3-8B", "megatron tp4 pp2 cp1 x8 rollout-tp4 dapo", 64.0,
-                                         "actor_update", (), "offload"), log)
+    identity = load_shape(str(model))[0].identity  # lessons are keyed on what the model is, not its folder
+    calibration.append(calibration.Entry(identity, "megatron tp4 pp2 cp1 x8 rollout-tp4 dapo", 64.0,
+                                         "actor_update", (), "offload", name="Qwen3-8B"), log)
     calibration.append(calibration.Entry("Qwen3-30B-A3B", "other", 64.0, "rollout", (), "recompute"), log)
     after = json.loads(run_cli("plan", "--json", "--model-path", str(model), env=env).stdout)["memory"]
     assert after["fits"] is False and after["over"] == ["actor_update"] and after["needs"][0] == "offload"
@@ -117,8 +119,9 @@ def test_no_estimate_starts_as_planned_and_the_ladder_logs_each_oom_for_next_tim
     assert [a["features"] for a in final["attempts"]] == [[], ["offload"]], result.stderr[-3000:]
     entries = calibration.read(Path(trainer["env"]["VERL_DEPLOY_STATE_DIR"]) / calibration.LOG_NAME)
     # the first OOM was recovered by adding offload; the second (offload on) ended the ladder unfixed
-    assert [(e.model, e.phase, e.features_on, e.added) for e in entries] == [
-        ("Qwen3-8B", "actor_update", (), "offload"), ("Qwen3-8B", "actor_update", ("offload",), "")]
+    identity = load_shape(str(model))[0].identity
+    assert [(e.model, e.name, e.phase, e.features_on, e.added) for e in entries] == [
+        (identity, "Qwen3-8B", "actor_update", (), "offload"), (identity, "Qwen3-8B", "actor_update", ("offload",), "")]
     again = json.loads(run_cli("plan", "--json", "--model-path", str(model), "--device-memory-gb", "32",
                                env=trainer["env"]).stdout)["memory"]
     assert again["fits"] is False and again["needs"][:2] == ["offload", "recompute"]
@@ -148,3 +151,28 @@ def test_check_detects_the_device_memory_the_estimate_uses(npu_host):
     assert any("device_memory_gb from detected" in a for a in plan["memory"]["assumptions"])
     smaller = json.loads(run_cli("plan", "--json", "--device-memory-gb", "32", env=env).stdout)
     assert smaller["memory"]["device_gb"] == 32.0  # a flag beats what was detected
+
+
+def test_a_lesson_is_keyed_on_what_the_model_is_not_on_its_folder_name(tmp_path):
+    """A lesson of Qwen3-8B in a folder called `model` must not make a different model in another folder called
+    `model` start with offload; the same Qwen3-8B in a folder of another name gets the lesson."""
+    state = tmp_path / "state"
+    env = {"VERL_DEPLOY_STATE_DIR": str(state)}
+    seen = real_model(tmp_path / "a" / "model")
+    layout = "megatron tp4 pp2 cp1 x8 rollout-tp4 dapo"
+    (state).mkdir()
+    calibration.append(calibration.Entry(load_shape(str(seen))[0].identity, layout, 64.0, "actor_update", (),
+                                         "offload", name="model", time="2026-11-30T10:00:00Z"),
+                       state / calibration.LOG_NAME)
+    other = tmp_path / "b" / "model"
+    other.mkdir(parents=True)
+    config = json.loads(QWEN3_8B.read_text())
+    config.update(num_hidden_layers=28, hidden_size=2048, intermediate_size=6144)  # a smaller Qwen3
+    (other / "config.json").write_text(json.dumps(config))
+    different = json.loads(run_cli("plan", "--json", "--model-path", str(other), env=env).stdout)["memory"]
+    assert different["fits"] is True and not different.get("observed")
+    renamed = real_model(tmp_path / "c" / "qwen3-8b-copy")
+    same = json.loads(run_cli("plan", "--json", "--model-path", str(renamed), env=env).stdout)["memory"]
+    assert same["fits"] is False and same["needs"][0] == "offload"
+    shown = same["observed"]["actor_update"]
+    assert "2026-11-30T10:00:00Z" in shown and layout in shown and "Qwen3ForCausalLM h4096 L36" in shown

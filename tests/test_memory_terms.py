@@ -163,7 +163,8 @@ def test_a_calibration_lesson_requires_everything_that_was_on_plus_the_fix(tmp_p
                                      train_pp=2)
     log = tmp_path / "calibration.jsonl"
     layout = prepared.memory.layout
-    calibration.append(calibration.Entry("Qwen3-8B", layout, 64.0, "actor_update", ("offload",), "recompute"), log)
+    identity = load_shape(prepared.spec.model_path)[0].identity
+    calibration.append(calibration.Entry(identity, layout, 64.0, "actor_update", ("offload",), "recompute"), log)
     estimate, _ = estimate_plan(prepared.plan, calibration_file=log)
     assert not estimate.fits and estimate.needs[:2] == ["offload", "recompute"]
     assert "OOM in actor_update with offload" in estimate.observed["actor_update"]

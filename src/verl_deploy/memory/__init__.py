@@ -42,8 +42,11 @@ def estimate_plan(plan, *, use_calibration: bool = True,
     required: list[str] = []
     knob_needs: list[str] = []
     if use_calibration:
-        for lesson in calibration.lessons(calibration.read(calibration_file), shape.name, setup.layout(), device.total_gb):
-            seen = f"calibration log: OOM in {lesson.phase} with {', '.join(lesson.features_on) or 'no memory features'}"
+        for lesson in calibration.lessons(calibration.read(calibration_file), shape.identity, setup.layout(),
+                                          device.total_gb):
+            seen = (f"calibration log ({lesson.name or 'this model'} [{lesson.model}], {lesson.layout}, "
+                    f"{lesson.device_gb:g} GB, {lesson.time or 'undated'}): OOM in {lesson.phase} with "
+                    f"{', '.join(lesson.features_on) or 'no memory features'}")
             if not lesson.added:  # the ladder ran out: what was on was not enough, whatever comes next
                 missing = [f for f in MEMORY_FEATURES[setup.framework] if f not in lesson.features_on]
                 if set(lesson.features_on) <= set(on):
@@ -118,6 +121,6 @@ def record_oom(spec, phase: str | None, added: str, path: Path | None = None) ->
         return False
     setup = setup_from_plan(compile_plan(spec, profile))
     device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
-    calibration.append(calibration.Entry(shape.name, setup.layout(), device.total_gb, phase or "actor_update",
-                                         tuple(_features_on(setup)), added), path)
+    calibration.append(calibration.Entry(shape.identity, setup.layout(), device.total_gb, phase or "actor_update",
+                                         tuple(_features_on(setup)), added, name=shape.name), path)
     return True

@@ -25,12 +25,14 @@ MAX_ENTRIES = 2000
 
 @dataclass(frozen=True)
 class Entry:
-    model: str
+    model: str  # the model's identity (ModelShape.identity: architecture and dimensions), not its directory
     layout: str
     device_gb: float
     phase: str
     features_on: tuple[str, ...]
     added: str
+    name: str = ""  # the model's directory name, for people reading the log and plan
+    time: str = ""  # when the ladder saw it (UTC)
 
     def matches(self, model: str, layout: str, device_gb: float) -> bool:
         return self.model == model and self.layout == layout and abs(self.device_gb - device_gb) < 0.5
@@ -43,9 +45,9 @@ def log_path() -> Path:
 def append(entry: Entry, path: Path | None = None) -> None:
     path = path or log_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": entry.model,
-                       "layout": entry.layout, "device_gb": entry.device_gb, "phase": entry.phase,
-                       "features_on": list(entry.features_on), "added": entry.added})
+    line = json.dumps({"time": entry.time or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "model": entry.model,
+                       "name": entry.name, "layout": entry.layout, "device_gb": entry.device_gb,
+                       "phase": entry.phase, "features_on": list(entry.features_on), "added": entry.added})
     with open(path, "a", encoding="utf-8") as handle:  # one short line per write: appends do not interleave
         handle.write(line + "\n")
 
@@ -58,7 +60,8 @@ def _entry(data: object) -> Entry | None:
         if not isinstance(features, list):
             return None
         return Entry(str(data["model"])[:200], str(data["layout"])[:200], float(data["device_gb"]),
-                     str(data["phase"])[:40], tuple(str(f)[:40] for f in features[:10]), str(data["added"])[:80])
+                     str(data["phase"])[:40], tuple(str(f)[:40] for f in features[:10]), str(data["added"])[:80],
+                     str(data.get("name") or "")[:200], str(data.get("time") or "")[:40])
     except (KeyError, TypeError, ValueError):
         return None
 

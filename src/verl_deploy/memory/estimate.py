@@ -96,6 +96,7 @@ class MemoryEstimate:
             "host_fits": self.host_fits, "needs": list(self.needs),
             "alternatives": list(self.alternatives), "assumptions": list(self.assumptions),
             "model": self.model, "layout": self.layout,
+            "observed": dict(self.observed),  # phase -> the calibration lesson that applied (which run, when)
         }
 
 

@@ -50,6 +50,20 @@ class ModelShape:
     qk_nope_head_dim: int = 0
     dtype_bytes: int = 2
     source: str = "config.json"
+    architecture: str = ""  # config.json's architectures[0] (or model_type)
+
+    @property
+    def identity(self) -> str:
+        """What makes two models the same for memory: architecture and dimensions, never the directory's name
+        (a lesson keyed on the name `model` made a later, different model start with offload and recompute)."""
+        parts = [self.architecture or "?", f"h{self.hidden}", f"L{self.layers}", f"a{self.heads}/{self.kv_heads}",
+                 f"d{self.head_dim}", f"i{self.intermediate}", f"v{self.vocab}"]
+        if self.is_moe:
+            parts += [f"e{self.experts}x{self.experts_per_token}", f"mi{self.moe_intermediate}",
+                      f"s{self.shared_expert_intermediate}", f"ml{self.moe_layers}"]
+        if self.kv_lora_rank:
+            parts.append(f"mla{self.kv_lora_rank}/{self.qk_rope_head_dim}")
+        return " ".join(parts)
 
     @property
     def is_moe(self) -> bool:
@@ -154,8 +168,15 @@ def shape_from_config(data: Mapping[str, Any], name: str = "model", source: str 
         moe_layers=moe_layers, kv_lora_rank=_int(data, "kv_lora_rank", default=0),
         qk_rope_head_dim=_int(data, "qk_rope_head_dim", default=0), q_lora_rank=_int(data, "q_lora_rank", default=0),
         v_head_dim=_int(data, "v_head_dim", default=0), qk_nope_head_dim=_int(data, "qk_nope_head_dim", default=0),
-        dtype_bytes=DTYPE_BYTES.get(dtype, 2), source=source,
+        dtype_bytes=DTYPE_BYTES.get(dtype, 2), source=source, architecture=_architecture(data),
     )
+
+
+def _architecture(data: Mapping[str, Any]) -> str:
+    names = data.get("architectures")
+    if isinstance(names, list) and names and isinstance(names[0], str):
+        return names[0][:80]
+    return str(data.get("model_type") or "")[:80]
 
 
 @lru_cache(maxsize=1)
