@@ -30,6 +30,7 @@ class ScriptFailure:
     errors: list[str] = field(default_factory=list)  # "[SCRIPT] error:" texts, oldest first
     fixes: list[str] = field(default_factory=list)
     last_lines: list[str] = field(default_factory=list)  # what the scripts printed last (tool lines left out)
+    line_numbers: list[int] = field(default_factory=list)  # of last_lines, counted from the start of the text read
 
 
 def handed_over(text: bytes) -> bool:
@@ -39,12 +40,12 @@ def handed_over(text: bytes) -> bool:
 def read_failure(tail: bytes) -> ScriptFailure:
     """The first named step that failed, the scripts' error and fix lines, and the last lines they printed."""
     seen = ScriptFailure()
-    printed: list[str] = []
-    for raw in tail.decode("utf-8", errors="replace").splitlines():
+    printed: list[tuple[int, str]] = []
+    for number, raw in enumerate(tail.decode("utf-8", errors="replace").splitlines(), 1):
         line = CONTROL.sub("", raw).strip()[:MAX_TEXT]
         if not line or line.startswith(TOOL_LINE):
             continue
-        printed.append(line)
+        printed.append((number, line))
         tagged = TAGGED.search(line)
         if not tagged:
             continue
@@ -61,7 +62,8 @@ def read_failure(tail: bytes) -> ScriptFailure:
             if seen.step is None:
                 seen.script, seen.step = script, match.group(1) if match else text
                 seen.status = int(match.group(2)) if match else None
-    seen.last_lines = printed[-LAST_LINES:]
+    seen.line_numbers = [number for number, _ in printed[-LAST_LINES:]]
+    seen.last_lines = [line for _, line in printed[-LAST_LINES:]]
     return seen
 
 
