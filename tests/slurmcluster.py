@@ -101,9 +101,11 @@ def _read_pid(path: Path, timeout: float = 15) -> int:
     raise RuntimeError(f"{path} was not written")
 
 
-def start(devices: int = 8, gres: str = "npu", cpus: int = 2) -> SlurmCluster:
+def start(devices: int = 8, gres: str = "npu", cpus: int = 2, node_name: str | None = None) -> SlurmCluster:
+    """`node_name`: the node's NodeName when it is not this host's name (one that may not resolve, as sites
+    write when names and addresses differ); slurmd is started as that node (-N) and reached at 127.0.0.1."""
     root = Path(tempfile.mkdtemp(prefix="vd-slurm-", dir="/tmp"))
-    node = socket.gethostname()
+    node = node_name or socket.gethostname()
     cluster = SlurmCluster(root=root, node=node, gres=gres, devices=devices)
     for sub in ("state", "spool", "munge", "log"):
         (root / sub).mkdir(mode=0o700)
@@ -120,7 +122,7 @@ def start(devices: int = 8, gres: str = "npu", cpus: int = 2) -> SlurmCluster:
         memory = 2048
         (root / "slurm.conf").write_text("\n".join([
             "ClusterName=verldeploytest",
-            f"SlurmctldHost={node}(127.0.0.1)",
+            f"SlurmctldHost={socket.gethostname()}(127.0.0.1)",
             f"SlurmctldPort={free_port()}",
             f"SlurmdPort={free_port()}",
             "SlurmUser=root",
@@ -155,7 +157,8 @@ def start(devices: int = 8, gres: str = "npu", cpus: int = 2) -> SlurmCluster:
         env = {**os.environ, **cluster.env}
         subprocess.run(["/usr/sbin/slurmctld", "-i"], env=env, check=True, capture_output=True, timeout=60)
         cluster.pids["slurmctld"] = _read_pid(root / "slurmctld.pid")
-        subprocess.run(["/usr/sbin/slurmd"], env=env, check=True, capture_output=True, timeout=60)
+        subprocess.run(["/usr/sbin/slurmd", *(["-N", node] if node_name else [])], env=env, check=True,
+                       capture_output=True, timeout=60)
         cluster.pids["slurmd"] = _read_pid(root / "slurmd.pid")
         deadline = time.monotonic() + 60
         while True:

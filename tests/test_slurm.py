@@ -243,5 +243,7 @@ def test_the_generated_job_submitted_by_hand_runs_from_its_folder(job_host):
         time.sleep(1)
     output = (out / f"verl-deploy-{job_id}.out").read_text()
     assert slurm_job(job_host, job_id)["JobState"] == "COMPLETED", output[-3000:]
-    assert "Total training steps: 6" in output and "training exited with status 0" in output
+    assert "Total training steps: 6" in output and "start_verl.sh on the head exited with status 0" in output
+    assert output.index("Ray head ") < output.index("[verl-deploy] handing over to the training:") \
+        < output.index("Total training steps")
     assert not list(out.glob(".head-exit-*"))

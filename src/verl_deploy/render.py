@@ -22,6 +22,7 @@ from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
 from verl_deploy.secrets import mask_secret
+from verl_deploy.watch.handover import HANDOVER  # printed by run_training.sh, read back by the supervisor
 
 SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env")
 SECRET_FILE = "swanlab.env"
@@ -101,7 +102,7 @@ def render_scripts(plan: Plan) -> dict[str, str]:
     run = env.get_template("run_training.sh.j2").render(
         **common, feature_line=f"mask {plan.mask}; {states}", groups=[g for g in groups if g[1]],
         run_dir=spec.run_dir, entry_file=entry_file, entry_hint=entry_hint,
-        entry_module=plan.entry_module, config_name=plan.config_name,
+        entry_module=plan.entry_module, config_name=plan.config_name, handover=HANDOVER,
         override_lines=[override_line(o) for o in plan.overrides])
     return {"start_verl.sh": start, "run_training.sh": run}
 

@@ -19,14 +19,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from verl_deploy.runs import notify
 from verl_deploy.runs.checkpoints import resume_point, tracked_step
 from verl_deploy.runs.handles import latest_handle, write_handle
-from verl_deploy.runs.outcome import incomplete, no_progress, trainer_finished, unexplained
+from verl_deploy.runs.outcome import incomplete, no_progress, script_failure, trainer_finished, unexplained
 from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
+
+if TYPE_CHECKING:
+    from verl_deploy.watch.diagnosis import Diagnosis
 
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
 GRACE_AFTER_FATAL = 120.0  # a failed run whose driver hangs (Ray waiting on a dead worker) is stopped after this
@@ -64,7 +68,7 @@ def make_backend(kind: str, options: dict, container: str | None, run_dir: str, 
     if kind == "docker":
         from verl_deploy.backends.container import DockerBackend
 
-        return DockerBackend(container, run_dir.rstrip("/") + "/verl-deploy-runs", reuse_ray=bool(options.get("reuse_ray")))
+        return DockerBackend(container or "", run_dir.rstrip("/") + "/verl-deploy-runs", reuse_ray=bool(options.get("reuse_ray")))
     from verl_deploy.backends.local import LocalBackend
 
     return LocalBackend(reuse_ray=bool(options.get("reuse_ray")))
@@ -239,13 +243,14 @@ def _publish(record: RunRecord, scanner, offset: int) -> None:
     record.scan = {"offset": offset, "lines": scanner.lines, "step_times": list(state.step_times)}
 
 
-def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, object, bool]:
+def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, bool]:
     """Follow the current attempt until it ends (or must be ended); returns (exit code, diagnosis, stopped_by_us)."""
     from verl_deploy.watch.diagnosis import diagnose
     from verl_deploy.watch.follow import LogFollower
     from verl_deploy.watch.scan import FailureSeen
 
     attempt = record.current
+    assert attempt is not None  # supervise() adopts or returns before following
     scanner = _restore(record)
     fatal: list[tuple[float, FailureSeen]] = []
     scanner.on_event = lambda e: fatal.append((time.monotonic(), e)) if isinstance(e, FailureSeen) and e.severity == "fatal" else None
@@ -373,6 +378,7 @@ def supervise(run_id: str) -> None:
     while record.state not in TERMINAL:
         code, diagnosis, stopped_by_us = _follow_attempt(record, backend)
         attempt = record.current
+        assert attempt is not None
         end_workers(attempt)
         scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
@@ -396,8 +402,11 @@ def supervise(run_id: str) -> None:
             _save(record)
             return
         said = scheduler or {}  # what the scheduler ended itself is its word, not what the log shows after it
+        early = None  # the scripts failed before the training started: theirs, unless the container or disk went
         if said.get("resubmit"):
             attempt.failure = said.get("failure")
+        elif not said.get("failure") and (early := script_failure(record, code, diagnosis)):
+            attempt.failure = _backend_failure(backend, attempt) or unexplained(record, None) or early
         else:
             attempt.failure = (_failure_dict(diagnosis) or said.get("failure") or _backend_failure(backend, attempt)
                                or unexplained(record, code))
@@ -405,8 +414,9 @@ def supervise(run_id: str) -> None:
         resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
         retries = len(record.attempts) - 1 - resubmits
         decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
-        _calibrate(spec, diagnosis, decision)
-        if attempt.failure and diagnosis.class_id is None and not said.get("failure"):
+        if not early:  # no training ran: nothing for the memory calibration
+            _calibrate(spec, diagnosis, decision)
+        if attempt.failure and (diagnosis.class_id is None or early) and not said.get("failure"):
             from verl_deploy.runs.recovery import Decision
 
             decision = Decision(False, attempt.failure["cause"])

@@ -4,7 +4,8 @@ A trainer that exits 0 has succeeded only if it reached its end: the last step i
 final line (`RayPPOTrainer.fit` prints `Final validation metrics:` at its last step, then returns),
 or, when the log cannot tell (removed mid-run), the checkpoint of the last step. A resume that
 trained no step, or an exit 0 short of the end, is a failure with its own class. A failure the log
-does not name is told apart by what the supervisor saw: a full state disk, or a signal.
+does not name is told apart by what the supervisor saw: a full state disk, or a signal. A failure
+before verl-deploy's scripts handed over to the trainer is theirs (watch/handover.py), never the training's.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from verl_deploy import boundedread
 from verl_deploy.runs.checkpoints import tracked_step
 from verl_deploy.runs.record import RunRecord, disk_full_info
 from verl_deploy.spec import RunSpec
+from verl_deploy.watch import handover
 
 FINAL_LINE = b"Final validation metrics:"
 FULL_BELOW = 64 * 1024  # bytes free under which a failure the log does not name is put down to the full disk
@@ -28,7 +30,7 @@ def trainer_finished(record: RunRecord, spec: RunSpec) -> str | None:
         return f"step {record.step}/{record.total_steps}"
     log = record.current.log if record.current else None
     try:
-        if FINAL_LINE in boundedread.read_tail(log, 256 * 1024):  # a FIFO or directory there: not finished
+        if log and FINAL_LINE in boundedread.read_tail(log, 256 * 1024):  # a FIFO or directory there: not finished
             return "verl's final line"
     except (OSError, TypeError, boundedread.UnreadableFile):
         pass
@@ -85,3 +87,67 @@ def unexplained(record: RunRecord, code: int | None) -> dict | None:
                 "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
                        "launch again to resume from the last checkpoint"}
     return None
+
+
+HEAD_BYTES = 1 << 20  # the hand-over line comes after the scripts' own output: near the log's start
+TAIL_BYTES = 64 * 1024
+STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch")  # what a script's lines can show
+
+
+def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict | None:
+    """The cause of a failure in verl-deploy's own scripts, before they handed over to the training (None: they did).
+
+    Only for scripts that print the hand-over line (run_training.sh of this version); the cause names the script,
+    its step and exit status, and what it printed; the fix is the script's own, else a startup class the lines match.
+    """
+    attempt = record.current
+    if attempt is None or not attempt.log:
+        return None
+    scripts = record.directory / f"attempt-{attempt.n}" / "scripts"
+    try:
+        if not handover.handed_over(boundedread.read_bytes(scripts / "run_training.sh", HEAD_BYTES, head=True)):
+            return None  # written by a version without the hand-over line: it cannot tell
+        head = boundedread.read_bytes(attempt.log, HEAD_BYTES, head=True)
+        whole = len(head) < HEAD_BYTES  # the scripts' own output is small: then line numbers are the log's
+        tail = head if whole else boundedread.read_tail(attempt.log, TAIL_BYTES)
+    except (OSError, boundedread.UnreadableFile):
+        return None
+    if handover.handed_over(head) or handover.handed_over(tail):
+        return None
+    seen = handover.read_failure(tail)
+    status = seen.status if seen.status is not None else code
+    where = f"{seen.script} failed at {seen.step}" if seen.step else "scripts ended before handing over to it"
+    said = f" ({_status_text(status)})" if status is not None else ""
+    its = "its" if seen.step else "their"
+    if seen.errors:
+        printed = ": " + "; ".join(seen.errors[-2:])
+    elif seen.last_lines:
+        printed = f"; {its} last lines: " + " | ".join(seen.last_lines)
+    else:
+        printed = "; it printed nothing" if seen.step else "; they printed nothing"
+    cause = f"the training never started: verl-deploy's {where}{said}{printed}"
+    startup = diagnosis.class_id if diagnosis is not None and diagnosis.class_id in STARTUP_CLASSES else None
+    if seen.fixes:
+        fix = seen.fixes[-1]
+    elif startup:
+        cause += f" (the lines show {diagnosis.title})"
+        fix = diagnosis.fix
+    elif seen.errors:
+        fix = f"do what the error says, then launch again; the job's scripts are in {scripts}"
+    else:
+        fix = (f"read the job's output (`verl-deploy logs {record.id}`) for the step that failed, fix it and launch "
+               f"again; the job's scripts are in {scripts}")
+    return {"class": "script_failed", "phase": "startup", "retryable": False, "cause": cause, "fix": fix,
+            "script": seen.script, "step": seen.step, "exit_status": status,
+            "lines": [{"line": n, "text": line} for n, line in zip(seen.line_numbers, seen.last_lines)] if whole else []}
+
+
+def _status_text(status: int) -> str:
+    if status == -1:
+        return "no exit status: ended with its wrapper shell, or the host restarted"
+    if status > 128:
+        try:
+            return f"exit status {status}, {signal.Signals(status - 128).name}"
+        except ValueError:
+            pass
+    return f"exit status {status}"

@@ -3,7 +3,8 @@
 The job itself adds no training logic: start_verl.sh already starts the Ray head (or, with
 VERL_DEPLOY_ROLE=worker, joins it), waits until every node and device joined, and runs
 run_training.sh. The job only picks the head (the first node), passes its address as
-VERL_DEPLOY_MASTER_ADDR and keeps the head's exit code as the job's.
+VERL_DEPLOY_MASTER_ADDR (given, else Slurm's NodeAddr for it, else its name) and keeps the head's
+exit code as the job's.
 """
 
 from __future__ import annotations
@@ -36,4 +37,9 @@ def render_sbatch(plan: Plan, options: SchedulerOptions, job_name: str = "verl-d
         nnodes=spec.nnodes, devices_per_node=len(spec.devices), gres=options.gres(spec.device),
         partition=options.partition, account=options.account, time=options.time,
         sbatch_options=options.sbatch_options, container_mode=options.container_mode,
-        container=spec.container or "verl", image=spec.image, mounts=mounts)
+        container=spec.container or "verl", image=spec.image, mounts=mounts, master_addr=given_master_addr(spec))
+
+
+def given_master_addr(spec) -> str:
+    """--master-addr when the user gave it (the job's head address then), else "" (Slurm's address for the head)."""
+    return spec.master_addr if spec.sources.get("master_addr", "default") not in ("default", "detected", "derived") else ""
