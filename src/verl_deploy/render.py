@@ -97,7 +97,7 @@ def render_scripts(plan: Plan) -> dict[str, str]:
         ray_port=spec.ray_port, swanlab_env=swanlab_env(plan), run_dir=spec.run_dir, entry_module=plan.entry_module,
         entry_fix=entry_fix(plan),
         ray_auth=spec.ray_auth or "disabled", token_file=rayauth.TOKEN_FILE,
-        token_fix=f"{rayauth.HOW_TO_SET}; or generate the scripts with --ray-auth disabled",
+        token_fix=rayauth.HOW_TO_SET.replace("`", "") + "; or generate the scripts with --ray-auth disabled",
         ray_resources=plan.platform.ray_resource_args(len(spec.devices)), nnodes=spec.nnodes,
         devices_per_node=len(spec.devices), ray_resource=plan.platform.ray_resource, nodes=spec.nodes)
     run = env.get_template("run_training.sh.j2").render(
