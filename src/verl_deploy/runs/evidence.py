@@ -298,7 +298,7 @@ def _ray_status(record, folder: Path, address: str | None) -> str | None:
         return None
     from verl_deploy import rayauth
 
-    mode = record.spec.get("ray_auth") or "disabled"  # the mode the run's scripts started their head with
+    mode: rayauth.Mode = "token" if record.spec.get("ray_auth") == "token" else "disabled"  # as its head started
     result = run(["ray", "status", "--address", address], timeout=20, env=rayauth.gcs_environment(mode))
     (folder / "ray-status.txt").write_text(f"$ ray status --address {address}\n{result.output}")
     return None

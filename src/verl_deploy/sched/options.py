@@ -168,7 +168,8 @@ class SchedulerOptions(BaseModel):
 
     @property
     def ray_token_secret(self) -> Optional[str]:
-        return self.k8s_ray_auth.removeprefix("secret:") if (self.k8s_ray_auth or "").startswith("secret:") else None
+        auth = self.k8s_ray_auth or ""
+        return auth.removeprefix("secret:") if auth.startswith("secret:") else None
 
     @field_validator("k8s_resource")
     @classmethod

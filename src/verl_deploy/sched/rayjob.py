@@ -120,13 +120,11 @@ def build_documents(plan: Plan, options: SchedulerOptions, run_training: str, na
             "rayStartParams": ray_start_params(plan),
             "template": {"spec": {"containers": [_container(plan, options, "ray-worker", volumes)],
                                   "volumes": pod_volumes}}}]
-    rayjob = {
-        "apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata,
-        "spec": {"entrypoint": entrypoint(plan), "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 300,
-                 "backoffLimit": 0, "submissionMode": "K8sJobMode", "rayClusterSpec": cluster},
-    }
+    job_spec: dict = {"entrypoint": entrypoint(plan), "shutdownAfterJobFinishes": True, "ttlSecondsAfterFinished": 300,
+                      "backoffLimit": 0, "submissionMode": "K8sJobMode", "rayClusterSpec": cluster}
     if options.ray_token_secret:
-        rayjob["spec"]["submitterPodTemplate"] = _submitter(plan, options)
+        job_spec["submitterPodTemplate"] = _submitter(plan, options)
+    rayjob = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": metadata, "spec": job_spec}
     config = {"apiVersion": "v1", "kind": "ConfigMap",
               "metadata": {**metadata, "name": configmap}, "data": {"run_training.sh": run_training}}
     return [config, rayjob]
