@@ -188,6 +188,8 @@ def test_a_gpu_run_on_an_npu_cluster_names_the_resource(job_host):
 def test_stop_stops_the_job_and_the_key_never_goes_into_the_job(job_host):
     refused = launch(job_host, "--job-env", "SWANLAB_API_KEY=sk-x")
     assert refused.returncode == 1 and "must not go into the job" in refused.stderr
+    refused = launch(job_host, "--job-env", "RAY_AUTH_TOKEN=tok-x")
+    assert refused.returncode == 1 and "RAY_AUTH_TOKEN must not go into the job" in refused.stderr
     result = launch(job_host, "--json", "--swanlab", "yes", "--swanlab-host", "http://127.0.0.1:9",
                     env={"STANDIN_FAIL": "hang", "SWANLAB_API_KEY": "sk-secret-ray-77"})
     run = json.loads(result.stdout)

@@ -127,3 +127,63 @@ def test_the_scripts_refuse_a_node_without_the_token_in_one_line(tmp_path, stubs
     assert not (stubs["log"] / "ray.calls").exists()  # no Ray was started
     started = run_scripts(out, stubs, {"RAY_AUTH_TOKEN_PATH": str(home / ".ray" / "auth_token")})
     assert started.returncode == 0, started.stderr
+
+
+@pytest.mark.parametrize("where", ["slurm", "container", "one node"])
+def test_the_token_goes_with_scripts_that_run_elsewhere_in_a_0600_file_only(tmp_path, stubs, where):
+    home = tmp_path / "home"
+    write_token(home / ".ray" / "auth_token", "handed-secret-token-5678")
+    out = tmp_path / "out"
+    args = {"slurm": ["--scheduler", "slurm", "--nnodes", "2"], "container": ["--container", "verl-npu"],
+            "one node": []}[where]
+    env = {**os.environ, **base_env(home), "RAY_AUTH_MODE": "token"}
+    made = subprocess.run([*VERL_BIN, "generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]), *args],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert made.returncode == 0, made.stderr
+    handed = out / "ray_auth_token"
+    holding = sorted(p.name for p in out.iterdir() if p.is_file() and "handed-secret-token-5678" in p.read_text())
+    if where == "one node":  # this host: Ray finds the user's own token, nothing is copied
+        assert holding == [] and not handed.exists()
+    else:
+        assert holding == ["ray_auth_token"] and handed.stat().st_mode & 0o777 == 0o600
+    assert "handed-secret-token-5678" not in made.stdout + made.stderr
+    missing = subprocess.run([*VERL_BIN, "generate", "--output-dir", str(tmp_path / "none"), "--run-dir",
+                              str(stubs["verl_root"]), *args], capture_output=True, text=True, timeout=120,
+                             env={**env, "HOME": str(tmp_path / "nohome")})
+    assert missing.returncode == 1 and "no Ray token was found here" in missing.stderr
+    assert not (tmp_path / "none").exists()  # nothing half-written
+
+
+def test_a_proxy_that_wants_a_token_but_does_not_say_so_gets_it_with_ray_auth_mode_token(tmp_path):
+    """Something in front of the dashboard (no /api/authentication_mode) that answers 401 without the header."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (the http.server API)
+            seen.append(self.headers.get("Authorization") or "")
+            ok = self.path != "/api/authentication_mode" and self.headers.get("Authorization") == "Bearer proxied-tok"
+            self.send_response(200 if ok else 404 if self.path == "/api/authentication_mode" else 401)
+            self.end_headers()
+            self.wfile.write(b'{"ray_version": "2.60.0"}' if ok else b"Unauthorized")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    from verl_deploy.rayauth import AuthError, get_json
+
+    env = {"HOME": str(tmp_path), "RAY_AUTH_TOKEN": "proxied-tok"}
+    try:
+        with pytest.raises(AuthError) as raised:
+            get_json(address, "/api/version", environ=env)
+        assert "did not say so, and the one in RAY_AUTH_TOKEN was not sent" in raised.value.problem
+        assert raised.value.fix == "set RAY_AUTH_MODE=token to send it" and "proxied-tok" not in str(raised.value)
+        assert get_json(address, "/api/version", environ={**env, "RAY_AUTH_MODE": "token"}) == {"ray_version": "2.60.0"}
+        assert seen[-1] == "Bearer proxied-tok" and "" in seen[:2]  # not sent until asked to
+    finally:
+        server.shutdown()

@@ -159,6 +159,13 @@ def refusal(status: int, address: str, environ: Mapping[str, str] | None = None)
         if local_mode_quiet(environ) == "disabled":
             return AuthError(f"{address} wants a Ray token and none was sent (RAY_AUTH_MODE=disabled here)",
                              f"unset RAY_AUTH_MODE or set it to token, and {HOW_TO_SET}")
+        try:
+            have = find_token(environ)
+        except AuthError:
+            have = None
+        if have is not None:  # the cluster did not say it wants one (Ray before 2.52, or a proxy in front)
+            return AuthError(f"{address} wants a Ray token but did not say so, and the one in {have.source} "
+                             "was not sent", "set RAY_AUTH_MODE=token to send it")
         return AuthError(f"{address} wants a Ray token and none was sent")
     if status == 403:
         try:

@@ -220,6 +220,10 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
             raise fail([error("job-env", "the SwanLab key must not go into the job's runtime environment (the "
                               "dashboard shows it)", "log in on the nodes (`verl-deploy swanlab login`) instead")],
                        as_json=json_output)
+        if name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            raise fail([error("job-env", f"{name} must not go into the job's runtime environment (the dashboard "
+                              "shows it)", "the cluster's own processes have its token; verl-deploy sends yours "
+                              "in a request header")], as_json=json_output)
         env[name] = value if sep else os.environ.get(name, "")
     from verl_deploy.rayauth import AuthError
 
