@@ -25,6 +25,11 @@ for name in list(os.environ):
                 "SWANLAB_HOST", "SWANLAB_API_KEY", "CONTAINER", "CKPTS_DIR", "PROJECT_NAME", "SWANLAB_MODE",
                 "SWANLAB_WORKSPACE", "SWANLAB_LOG_DIR", "http_proxy", "https_proxy"}:
         del os.environ[name]
+# Ray's token authentication is a machine state (a ~/.ray/auth_token left by any ray.init() turns it on): the suite
+# runs with it off unless a test sets the mode it tests (tests/test_ray.py: ray_env, without_ray_auth).
+for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+    os.environ.pop(name, None)
+os.environ["RAY_AUTH_MODE"] = "disabled"
 
 VERL_BIN = [sys.executable, "-m", "verl_deploy"]
 

@@ -14,7 +14,8 @@ gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps), `to
 OOM), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
 STANDIN_FAIL_STEP without verl's final line). Checkpoints hold the files verl's FSDP or Megatron
 checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
-the time per step.
+the time per step. STANDIN_RAY=1 first connects to the Ray cluster as verl's driver does (`ray.init()`
+with RAY_ADDRESS set), which needs the cluster's token when it uses token authentication.
 """
 
 import os
@@ -60,6 +61,12 @@ if __name__ == "__main__":
     fail_step = int(os.environ.get("STANDIN_FAIL_STEP", "3"))
 
     say(f"{{'trainer': {{'total_training_steps': {total}, 'save_freq': {save_freq}}}}}")
+    if os.environ.get("STANDIN_RAY") == "1":  # connect as verl's driver does: ray.init() with RAY_ADDRESS set
+        import ray
+
+        ray.init(log_to_driver=False)
+        say(f"connected to the Ray cluster: {int(ray.cluster_resources().get('CPU', 0))} CPU")
+        ray.shutdown()
     if fail == "kv_cache" and utilization > 0.5:
         print("(WorkerDict pid=77) INFO 11-29 10:01:12 [kv_cache_utils.py:716] profiling", flush=True)
         print("(EngineCore_DP0 pid=1102)   File \"/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py\", line 699, "

@@ -15,13 +15,13 @@ from conftest import run_cli
 RUN = "20261130-0101-ev"
 
 
-def dead_local_run(tmp_path: Path, log_text: str) -> dict:
+def dead_local_run(tmp_path: Path, log_text: str, ray_auth: str = "disabled") -> dict:
     from verl_deploy.runs.record import Attempt, RunRecord
 
     state = tmp_path / "state"
     log = tmp_path / "train.log"
     log.write_text(log_text)
-    record = RunRecord(id=RUN, backend="local", spec={"device": "gpu"}, state="failed",
+    record = RunRecord(id=RUN, backend="local", spec={"device": "gpu", "ray_auth": ray_auth}, state="failed",
                        attempts=[Attempt(n=1, features=[], reason="launch", log=str(log), ended=time.time(),
                                          handle={"pid": 2 ** 22 + 17})])  # no such process
     directory = state / "runs" / RUN
@@ -54,3 +54,17 @@ def test_a_run_that_started_its_own_head_is_asked_at_that_address_only(tmp_path,
     assert calls == ["status --address 10.1.2.3:41234"]
     assert summary["ray_address"] == "10.1.2.3:41234"
     assert (Path(summary["folder"]) / "ray-status.txt").read_text().startswith("$ ray status --address 10.1.2.3:41234")
+
+
+def test_ray_status_speaks_the_auth_mode_the_runs_head_started_with(tmp_path, stubs):
+    """Ray's gRPC clients send the token only with RAY_AUTH_MODE=token: `ray status` gets the run's own mode."""
+    (stubs["bin"] / "ray").write_text('#!/usr/bin/env bash\nprintf "%s %s\\n" "${RAY_AUTH_MODE:-unset}" "$*" '
+                                      '>> "$STUB_LOG/ray.calls"\necho "Node status"\n')
+    line = ("[start_verl] started this run's Ray head at 10.1.2.3:41234 "
+            "(session /tmp/vdr-ab12cd34/session_2026-11-30_01-01-01_000000_1, temp dir /tmp/vdr-ab12cd34)\n")
+    for mode in ("token", "disabled"):
+        (tmp_path / mode).mkdir()
+        env = dead_local_run(tmp_path / mode, line, ray_auth=mode)
+        summary, calls = evidence(stubs, {**env, "RAY_AUTH_MODE": "disabled" if mode == "token" else "token"})
+        assert calls[-1] == f"{mode} status --address 10.1.2.3:41234", calls
+        assert (Path(summary["folder"]) / "ray-status.txt").read_text().endswith("Node status\n")

@@ -93,6 +93,37 @@ def test_the_rayjob_manifest_is_valid_for_the_crd(tmp_path, device, nnodes):
     assert "run_training.sh" in spec["entrypoint"]
 
 
+@pytest.mark.parametrize("auth", ["token", "secret:ray-token"])
+def test_token_auth_for_the_rayjobs_cluster_is_valid_for_the_crd_and_keeps_the_token_out(tmp_path, auth):
+    out = tmp_path / "out"
+    result = run_cli("generate", "--output-dir", str(out), "--scheduler", "kuberay", "--nnodes", "2",
+                     "--k8s-ray-auth", auth, env={"RAY_AUTH_TOKEN": "ray-tok-kube-5151"})
+    assert result.returncode == 0, result.stderr
+    text = (out / "rayjob.yaml").read_text()
+    assert "ray-tok-kube-5151" not in text and not (out / "ray_auth_token").exists()
+    rayjob = list(yaml.safe_load_all(text))[1]
+    validate(rayjob)
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    if auth == "token":  # KubeRay >= 1.5.1 makes the token and hands it to every pod and the submitter
+        assert cluster["authOptions"] == {"mode": "token"} and "submitterPodTemplate" not in rayjob["spec"]
+        assert not [e for p in pods for e in p["template"]["spec"]["containers"][0]["env"] if e["name"].startswith("RAY_AUTH")]
+    else:  # older operators: the token from the Secret in every pod, the submitter included
+        assert "authOptions" not in cluster
+        submitter = rayjob["spec"]["submitterPodTemplate"]["spec"]["containers"][0]
+        for env in [p["template"]["spec"]["containers"][0]["env"] for p in pods] + [submitter["env"]]:
+            assert {"name": "RAY_AUTH_MODE", "value": "token"} in env
+            assert {"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": {"name": "ray-token", "key": "auth_token"}}} in env
+        assert "command" not in submitter  # KubeRay fills in its `ray job submit`
+        assert "kubectl create secret generic ray-token --from-file=auth_token=" in text
+
+
+def test_a_bad_k8s_ray_auth_is_one_line(tmp_path):
+    result = run_cli("generate", "--output-dir", str(tmp_path / "o"), "--scheduler", "kuberay", "--k8s-ray-auth", "yes")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "--k8s-ray-auth: 'yes' is not token, disabled or secret:NAME" in " ".join(result.stderr.split())
+
+
 def test_a_field_the_crd_does_not_know_fails_the_validation():
     """The validation can fail: a misspelt field is refused, not pruned."""
     doc = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "x"},

@@ -30,9 +30,31 @@ RAY_BIN = env_tool("ray") or str(ENV_BIN / "ray")
 
 
 
-def ray_env() -> dict:
-    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0",
-            "PATH": f"{Path(sys.executable).parent}:{Path(RAY_BIN).parent}:{os.environ['PATH']}"}
+# No Ray here sees the user's ~/.ray/auth_token (which would turn token auth on): a HOME of the tests' own.
+PRIVATE_HOME = tempfile.mkdtemp(prefix="vd-ray-home-")
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+def without_ray_auth(env: dict) -> dict:
+    """`env` with none of Ray's token variables: each test sets the mode it tests."""
+    return {k: v for k, v in env.items() if k not in AUTH_VARIABLES}
+
+
+def ray_env(mode: str = "disabled", token_path: Path | None = None) -> dict:
+    """The environment of a `ray start` here: its auth mode explicit, a private HOME, the token (if any) in a file."""
+    env = {**without_ray_auth(dict(os.environ)), "RAY_USAGE_STATS_ENABLED": "0", "HOME": PRIVATE_HOME,
+           "RAY_AUTH_MODE": mode, "PATH": f"{Path(sys.executable).parent}:{Path(RAY_BIN).parent}:{os.environ['PATH']}"}
+    if token_path is not None:
+        env["RAY_AUTH_TOKEN_PATH"] = str(token_path)
+    return env
+
+
+def write_token(path: Path, token: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    return path
 
 
 def stop_cluster(temp_dir: str) -> None:
@@ -41,32 +63,51 @@ def stop_cluster(temp_dir: str) -> None:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def cluster():
+def start_head(mode: str = "disabled", token: str | None = None) -> dict:
+    """A Ray head with 8 NPU and a job server, in auth `mode` (token: the token in a 0600 file it is pointed at)."""
+    import secrets as random_secrets
+
     temp_dir = tempfile.mkdtemp(prefix="vdr-", dir="/tmp")  # short: Ray's unix sockets live here
+    token = token or (random_secrets.token_hex(16) if mode == "token" else None)
+    token_path = write_token(Path(temp_dir) / "cluster-token", token) if token else None
     gcs, dashboard = free_port(), free_port()
     started = subprocess.run([RAY_BIN, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
                               "--dashboard-host=127.0.0.1", "--num-cpus=2", "--resources", '{"NPU": 8}',
-                              f"--temp-dir={temp_dir}", *node_ports(head=True),
-                              "--disable-usage-stats"], capture_output=True, text=True, env=ray_env(), timeout=180)
+                              f"--temp-dir={temp_dir}", *node_ports(head=True), "--disable-usage-stats"],
+                             capture_output=True, text=True, env=ray_env(mode, token_path), timeout=180)
     assert started.returncode == 0, started.stderr[-2000:]
     address = f"http://127.0.0.1:{dashboard}"
     from ray.job_submission import JobSubmissionClient
 
+    headers = {"Authorization": f"Bearer {token}"} if token else None
     deadline = time.monotonic() + 60
     while True:
         try:
-            JobSubmissionClient(address).list_jobs()
+            JobSubmissionClient(address, headers=headers).list_jobs()
             break
         except Exception:
             assert time.monotonic() < deadline, "the job server did not come up"
             time.sleep(0.5)
-    yield {"address": address, "client": JobSubmissionClient(address)}
-    stop_cluster(temp_dir)
+    return {"address": address, "client": JobSubmissionClient(address, headers=headers), "mode": mode,
+            "token": token, "temp_dir": temp_dir, "gcs": f"127.0.0.1:{gcs}"}
 
 
-@pytest.fixture()
-def job_host(npu_host, cluster):
+@pytest.fixture(scope="module")
+def cluster():
+    head = start_head("disabled")
+    yield head
+    stop_cluster(head["temp_dir"])
+
+
+@pytest.fixture(scope="module", params=["token", "disabled"])
+def auth_cluster(request):
+    """The same head with Ray's token authentication on, and again with it off."""
+    head = start_head(request.param)
+    yield head
+    stop_cluster(head["temp_dir"])
+
+
+def make_job_host(npu_host, cluster) -> dict:
     verl = npu_host["tmp"] / "verl"
     (verl / "recipe" / "dapo").mkdir(parents=True)
     shutil.copy(STANDIN, verl / "recipe" / "dapo" / "main_dapo.py")
@@ -74,12 +115,17 @@ def job_host(npu_host, cluster):
     args = ["--yes", "--backend", "ray", "--ray-address", cluster["address"], "--run-dir", str(verl),
             "--ckpts-dir", str(npu_host["tmp"] / "ckpts"), "--train-steps", "6", "--save-freq", "2",
             "--model-path", str(npu_host["root"] / "models" / "Qwen3-8B"),
-            "--job-env", "STANDIN_STEP_SECONDS", "--job-env", "STANDIN_FAIL"]
+            "--job-env", "STANDIN_STEP_SECONDS", "--job-env", "STANDIN_FAIL", "--job-env", "STANDIN_RAY"]
     return {"env": env, "args": args, "cluster": cluster}
 
 
+@pytest.fixture()
+def job_host(npu_host, cluster):
+    return make_job_host(npu_host, cluster)
+
+
 def launch(job_host, *extra, env=None):
-    full = {**os.environ, **job_host["env"], **(env or {}), "COLUMNS": "200"}
+    full = {**without_ray_auth(dict(os.environ)), **job_host["env"], **(env or {}), "COLUMNS": "200"}
     return subprocess.run([*VERL_BIN, "launch", *job_host["args"], *extra], capture_output=True, text=True,
                           env=full, timeout=300)
 
@@ -142,6 +188,8 @@ def test_a_gpu_run_on_an_npu_cluster_names_the_resource(job_host):
 def test_stop_stops_the_job_and_the_key_never_goes_into_the_job(job_host):
     refused = launch(job_host, "--job-env", "SWANLAB_API_KEY=sk-x")
     assert refused.returncode == 1 and "must not go into the job" in refused.stderr
+    refused = launch(job_host, "--job-env", "RAY_AUTH_TOKEN=tok-x")
+    assert refused.returncode == 1 and "RAY_AUTH_TOKEN must not go into the job" in refused.stderr
     result = launch(job_host, "--json", "--swanlab", "yes", "--swanlab-host", "http://127.0.0.1:9",
                     env={"STANDIN_FAIL": "hang", "SWANLAB_API_KEY": "sk-secret-ray-77"})
     run = json.loads(result.stdout)
@@ -155,3 +203,109 @@ def test_stop_stops_the_job_and_the_key_never_goes_into_the_job(job_host):
         assert time.monotonic() < deadline
         time.sleep(0.5)
     assert json.loads(run_cli("status", run["id"], "--json", env=job_host["env"]).stdout)["state"] == "stopped"
+
+
+# -- Ray's token authentication: the same runs with it on and off ------------------------------------------
+
+def proc_cmdlines() -> str:
+    """Every process's command line on this host that we may read (the token must be on none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            except OSError:
+                continue
+    return "\n".join(found)
+
+
+def files_holding(root: Path, secret: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+
+
+@pytest.fixture()
+def auth_host(npu_host, auth_cluster):
+    """verl-deploy on a host whose user has the cluster's token where Ray looks by default (~/.ray/auth_token of
+    the host's private HOME), RAY_AUTH_MODE unset: the client asks the cluster whether it wants a token."""
+    host = make_job_host(npu_host, auth_cluster)
+    host["env"] = {k: v for k, v in host["env"].items() if k not in AUTH_VARIABLES}
+    if auth_cluster["token"]:
+        write_token(Path(host["env"]["HOME"]) / ".ray" / "auth_token", auth_cluster["token"])
+    host["env"]["STANDIN_RAY"] = "1"  # the job's driver connects to the cluster as verl's does
+    return host
+
+
+def cli(host: dict, *args: str, env: dict | None = None, outputs: list | None = None):
+    full = {**without_ray_auth(dict(os.environ)), **host["env"], **(env or {}), "COLUMNS": "200"}
+    result = subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, env=full, timeout=300)
+    if outputs is not None:
+        outputs.append(result.stdout + result.stderr)
+    return result
+
+
+def test_ray_jobs_run_recover_and_stop_with_token_auth_on_and_off_and_the_token_is_nowhere(auth_host):
+    cluster, outputs = auth_host["cluster"], []
+    state = Path(auth_host["env"]["VERL_DEPLOY_STATE_DIR"])
+    result = cli(auth_host, "launch", *auth_host["args"], "--follow", "--json", env={"STANDIN_FAIL": "device_oom"},
+                 outputs=outputs)
+    final = json.loads(result.stdout)
+    assert final["state"] == "succeeded", result.stderr[-3000:]
+    assert [a["features"] for a in final["attempts"]] == [[], ["offload"], ["recompute"]]  # through OOM retries
+    log = Path(final["log"]).read_text()
+    assert "connected to the Ray cluster: 2 CPU" in log and "Training Progress" in log
+    status = json.loads(cli(auth_host, "status", final["id"], "--json", outputs=outputs).stdout)
+    assert status["state"] == "succeeded" and status["step"] == 6
+    logs = cli(auth_host, "logs", final["id"], outputs=outputs)
+    assert logs.returncode == 0 and "step:6 - " in logs.stdout
+
+    hanging = json.loads(cli(auth_host, "launch", *auth_host["args"], "--json", env={"STANDIN_FAIL": "hang"},
+                             outputs=outputs).stdout)
+    evidence = json.loads(cli(auth_host, "evidence", hanging["id"], "--json", outputs=outputs).stdout)
+    job = json.loads((Path(evidence["folder"]) / "ray-job.json").read_text())  # asked with the token
+    assert job["submission_id"] == f"verl-deploy-{hanging['id']}-attempt-1", evidence["problems"]
+    cmdlines = proc_cmdlines()  # the pump, the supervisor, the job's driver, Ray's own processes: all alive now
+    if cluster["token"]:
+        refused = cli(auth_host, "stop", hanging["id"], env={"HOME": str(state)}, outputs=outputs)  # a HOME with no token
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr
+        assert "was not stopped (it goes on)" in refused.stderr and "RAY_AUTH_TOKEN" in refused.stderr
+        assert json.loads(cli(auth_host, "status", hanging["id"], "--json").stdout)["state"] == "running"
+    stopped = cli(auth_host, "stop", hanging["id"], outputs=outputs)
+    assert stopped.returncode == 0, stopped.stderr
+    submission = f"verl-deploy-{hanging['id']}-attempt-1"
+    deadline = time.monotonic() + 60
+    # ended: a driver that called ray.init() exits 0 on Ray's SIGTERM, which Ray 2.60 records as SUCCEEDED
+    while cluster["client"].get_job_status(submission) not in ("STOPPED", "FAILED", "SUCCEEDED"):
+        assert time.monotonic() < deadline, cluster["client"].get_job_status(submission)
+        time.sleep(0.5)
+    assert json.loads(cli(auth_host, "status", hanging["id"], "--json").stdout)["state"] == "stopped"
+    if cluster["token"]:
+        secret = cluster["token"]
+        assert secret not in cmdlines and secret not in proc_cmdlines()
+        assert not [o for o in outputs if secret in o]
+        assert files_holding(state, secret) == []  # records, logs, scripts, plan.json, evidence
+        runtime = {j.submission_id: j.runtime_env for j in cluster["client"].list_jobs()}[submission]
+        assert secret not in json.dumps(runtime)
+
+
+def test_a_cluster_that_wants_a_token_the_client_lacks_is_one_line_with_the_fix(npu_host):
+    head = start_head("token")
+    try:
+        host = make_job_host(npu_host, head)
+        host["env"] = {k: v for k, v in host["env"].items() if k not in AUTH_VARIABLES}
+        before = len(head["client"].list_jobs())
+        cases = {  # what the client has -> what the line says
+            "nothing": ({}, "uses token authentication but no Ray token was found here"),
+            "a wrong token": ({"RAY_AUTH_TOKEN": "not-this-clusters-token"}, "rejects the Ray token from RAY_AUTH_TOKEN"),
+            "auth off here": ({"RAY_AUTH_MODE": "disabled"}, "wants a Ray token and none was sent (RAY_AUTH_MODE=disabled here)"),
+            "a missing token file": ({"RAY_AUTH_TOKEN_PATH": str(npu_host["tmp"] / "no-such-token")},
+                                     "RAY_AUTH_TOKEN_PATH is set but"),
+        }
+        for name, (env, said) in cases.items():
+            result = cli(host, "launch", *host["args"], env=env)
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            assert result.returncode == 1 and "Traceback" not in result.stderr and "401" not in result.stderr, name
+            assert len(lines) == 1 and lines[0].startswith(("error: ray_address: ", "error: ray_auth: ")) and said in lines[0], (name, lines)
+            assert "RAY_AUTH_TOKEN" in lines[0] and "not-this-clusters-token" not in result.stderr
+        assert len(head["client"].list_jobs()) == before  # nothing was submitted
+    finally:
+        stop_cluster(head["temp_dir"])

@@ -17,25 +17,31 @@ import pytest
 
 from conftest import has_shellcheck, run_cli
 from rayports import free_port, node_ports
-from test_ray import STANDIN, ray_env, stop_cluster
+from test_ray import STANDIN, proc_cmdlines, ray_env, stop_cluster, write_token
 
 pytest.importorskip("ray")
 
 
-@pytest.fixture()
-def two_node_scripts(npu_host):
+@pytest.fixture(params=["disabled", "token"])
+def two_node_scripts(npu_host, request):
+    """Scripts for two nodes, generated with Ray token auth off, and on (the generating user's token in the
+    private HOME's ~/.ray/auth_token: the scripts hand it to the nodes in ray_auth_token, nowhere else)."""
     verl = npu_host["tmp"] / "verl"
     (verl / "recipe" / "dapo").mkdir(parents=True)
     shutil.copy(STANDIN, verl / "recipe" / "dapo" / "main_dapo.py")
     out = npu_host["tmp"] / "scripts"
     port = free_port()
+    token = "vd-node-token-" + "7" * 18 if request.param == "token" else None
+    if token:
+        write_token(Path(npu_host["env"]["HOME"]) / ".ray" / "auth_token", token)
     result = run_cli("generate", "--output-dir", str(out), "--nnodes", "2", "--devices", "0-7", "--master-addr",
                      "127.0.0.1", "--run-dir", str(verl), "--ckpts-dir", str(npu_host["tmp"] / "ckpts"),
                      "--train-steps", "3", "--save-freq", "1", "--model-path", str(npu_host["root"] / "models" / "Qwen3-8B"),
-                     "--config", str(_ray_port_config(npu_host["tmp"], port)), env=npu_host["env"])
+                     "--config", str(_ray_port_config(npu_host["tmp"], port)), "--ray-auth", request.param,
+                     env=npu_host["env"])
     assert result.returncode == 0, result.stderr
     temp_dir = tempfile.mkdtemp(prefix="vdn-", dir="/tmp")
-    yield {"out": out, "temp_dir": temp_dir, "port": port}
+    yield {"out": out, "temp_dir": temp_dir, "port": port, "token": token, "mode": request.param}
     stop_cluster(temp_dir)
 
 
@@ -46,10 +52,13 @@ def _ray_port_config(tmp: Path, port: int) -> Path:
 
 
 def node_env(temp_dir: str, role: str, **extra: str) -> dict:
+    """A node's environment: no Ray token of its own (a private HOME, no RAY_AUTH_* set but what start_verl.sh sets)."""
     ports = " ".join(node_ports(head=role == "head"))
     head_only = " --include-dashboard=false" if role == "head" else ""
-    return {**ray_env(), "VERL_DEPLOY_ROLE": role, "STANDIN_STEP_SECONDS": "0.1",
-            "RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_dir} {ports}{head_only}", **extra}
+    env = {**ray_env(), "VERL_DEPLOY_ROLE": role, "STANDIN_STEP_SECONDS": "0.1", "STANDIN_RAY": "1",
+           "RAY_START_ARGS": f"--num-cpus=1 --temp-dir={temp_dir} {ports}{head_only}", **extra}
+    env.pop("RAY_AUTH_MODE")
+    return env
 
 
 def test_the_head_waits_for_the_worker_then_trains(two_node_scripts):
@@ -64,13 +73,24 @@ def test_the_head_waits_for_the_worker_then_trains(two_node_scripts):
     worker = subprocess.Popen(["bash", str(out / "start_verl.sh")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env=node_env(temp_dir, "worker"))
     try:
+        time.sleep(5)
+        cmdlines = proc_cmdlines()  # both nodes' Ray processes are up
         output, _ = head.communicate(timeout=180)
     finally:
         worker.kill()
     assert head.returncode == 0, output[-3000:]
     assert "all 2 nodes and 16 NPU joined" in output
     assert output.index("all 2 nodes") < output.index("Total training steps: 3")
-    assert "step:3 - " in output
+    assert "step:3 - " in output and "connected to the Ray cluster" in output  # the driver authenticated too
+    handed = out / "ray_auth_token"
+    token = two_node_scripts["token"]
+    if token:  # the nodes had no token but the one the scripts handed over, in a 0600 file, on no command line
+        assert handed.read_text().strip() == token and handed.stat().st_mode & 0o777 == 0o600
+        assert token not in cmdlines and token not in output
+        assert [p.name for p in out.iterdir() if p.is_file() and token in p.read_text()] == ["ray_auth_token"]
+    else:
+        assert not handed.exists()
+    assert f"export RAY_AUTH_MODE={two_node_scripts['mode']}" in (out / "start_verl.sh").read_text()
 
 
 def test_a_missing_node_times_out_with_the_numbers(two_node_scripts):

@@ -23,7 +23,7 @@ import pytest
 from conftest import VERL_BIN, run_cli
 from rayports import free_port, node_ports
 from test_launch import STANDIN, fake_torch_npu
-from test_ray import RAY_BIN, ray_env, stop_cluster
+from test_ray import RAY_BIN, files_holding, proc_cmdlines, ray_env, stop_cluster, write_token
 
 pytest.importorskip("ray")
 
@@ -34,16 +34,30 @@ def _up(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.fixture(params=["token", "disabled"])
+def auth(request, npu_host):
+    """The Ray token authentication mode this test runs in: with `token`, this user's token is in the private
+    HOME's ~/.ray/auth_token (where Ray looks by default) and RAY_AUTH_MODE=token is set explicitly."""
+    import secrets as random_secrets
+
+    token = random_secrets.token_hex(16) if request.param == "token" else None
+    if token:
+        write_token(Path(npu_host["env"]["HOME"]) / ".ray" / "auth_token", token)
+    return {"mode": request.param, "token": token}
+
+
 @pytest.fixture()
-def foreign(tmp_path):
+def foreign(tmp_path, auth):
+    """Someone else's Ray on the run's port, in the same auth mode (and with the same user's token)."""
     temp_dir = tempfile.mkdtemp(prefix="vdf-", dir="/tmp")
     port = free_port()
+    token_path = write_token(Path(temp_dir) / "token", auth["token"]) if auth["token"] else None
     started = subprocess.run([RAY_BIN, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
                               "--include-dashboard=false", "--num-cpus=1", f"--temp-dir={temp_dir}",
                               *node_ports(head=True), "--disable-usage-stats"],
-                             capture_output=True, text=True, env=ray_env(), timeout=180)
+                             capture_output=True, text=True, env=ray_env(auth["mode"], token_path), timeout=180)
     assert started.returncode == 0, started.stderr[-2000:]
-    yield {"port": port, "temp_dir": temp_dir}
+    yield {"port": port, "temp_dir": temp_dir, "auth": auth}
     stop_cluster(temp_dir)
 
 
@@ -63,6 +77,7 @@ def _launch(npu_host, foreign, *extra, env=None):
     ray_args = " ".join(["--include-dashboard=false", "--num-cpus=1", *node_ports(head=True)])
     full = {**os.environ, **npu_host["env"], "PATH": f"{Path(sys.executable).parent}:{Path(RAY_BIN).parent}:/usr/bin:/bin",
             "RAY_START_ARGS": ray_args, "RAY_USAGE_STATS_ENABLED": "0", "STANDIN_STEP_SECONDS": "0.3",
+            "RAY_AUTH_MODE": foreign["auth"]["mode"], "STANDIN_RAY": "1",  # the driver connects, as verl's does
             "PYTHONPATH": str(fake_torch_npu(npu_host["tmp"])), "COLUMNS": "200", **(env or {})}
     args = ["launch", "--yes", "--skip-check", "--backend", "local", "--run-dir", str(verl), "--config", str(config),
             "--master-addr", "127.0.0.1", "--ckpts-dir", str(npu_host["tmp"] / f"ckpts-{len(extra)}"),
@@ -92,14 +107,28 @@ def test_a_run_starts_its_own_ray_beside_a_foreign_one_and_stopping_it_leaves_th
     own_port, session = int(started.group(1)), started.group(2)
     assert own_port != foreign["port"]
     _wait_in_log(run, r"step:2 - ")
+    assert "connected to the Ray cluster" in Path(run["log"]).read_text()  # the driver authenticated (token mode)
     ours = ray_processes(session)  # GCS, raylet, ... and their renamed children (ray::DashboardAgent, workers)
     assert len(ours) >= 3 and _foreign_alive(foreign)
-    assert run_cli("stop", run["id"], env=env).returncode == 0
+    plan = json.loads((Path(run["log"]).parent / "scripts" / "plan.json").read_text())
+    assert plan["spec"]["ray_auth"] == foreign["auth"]["mode"] and plan["sources"]["ray_auth"] == "env RAY_AUTH_MODE"
+    shown = []
+    evidence = run_cli("evidence", run["id"], "--json", env=env)
+    status = (Path(json.loads(evidence.stdout)["folder"]) / "ray-status.txt").read_text()
+    assert f"ray status --address 127.0.0.1:{own_port}" in status and "Node status" in status  # asked with the token
+    cmdlines = proc_cmdlines()  # the run's Ray head, its raylet, workers and driver are all up now
+    stopped = run_cli("stop", run["id"], env=env)
+    assert stopped.returncode == 0
     deadline = time.monotonic() + 30
     while any(_running(p) for p in ours) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not [p.pid for p in ours if _running(p)]  # ours: all gone
     assert _foreign_alive(foreign)  # theirs: untouched
+    secret = foreign["auth"]["token"]
+    if secret:  # the token: in no command line, output, record, log, script or evidence
+        assert secret not in cmdlines
+        assert not [o for o in (*shown, evidence.stdout, evidence.stderr, stopped.stdout, stopped.stderr) if secret in o]
+        assert files_holding(Path(env["VERL_DEPLOY_STATE_DIR"]), secret) == []
 
 
 def _running(process) -> bool:

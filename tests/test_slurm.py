@@ -58,7 +58,8 @@ def node_ray(slurm):
     started = subprocess.run([RAY_BIN, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                               "--num-cpus=1", "--resources", '{"NPU": 8}', f"--temp-dir={ray_dir}",
                               "--disable-usage-stats", *ray_ports().split()], capture_output=True, text=True,
-                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}, timeout=180)
+                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+                                  "HOME": ray_dir}, timeout=180)
     assert started.returncode == 0, started.stderr[-2000:]
     yield {"port": port, "dir": ray_dir}
     stop_cluster(ray_dir)
@@ -80,7 +81,7 @@ def job_host(npu_host, slurm, request):
     (tmp / "ports.yaml").write_text(f"ray_port: {free_port() if own_ray else shared['port']}\n")
     env = dict(npu_host["env"], **slurm.env, STANDIN_STEP_SECONDS="0.2", VD_TEST_RAY_DIR=ray_dir,
                RAY_USAGE_STATS_ENABLED="0", RAY_START_ARGS=f"--num-cpus=1 --temp-dir={ray_dir} {ray_ports()}",
-               VERL_DEPLOY_MASTER_ADDR="127.0.0.1",
+               VERL_DEPLOY_MASTER_ADDR="127.0.0.1", RAY_AUTH_MODE="disabled",
                PATH=f"{shim}:{npu_host['env']['PATH']}")
     args = ["--yes", "--backend", "slurm", "--partition", slurm.partition, "--run-dir", str(verl),
             "--ckpts-dir", str(tmp / "ckpts"), "--train-steps", "6", "--save-freq", "2",

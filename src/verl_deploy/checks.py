@@ -302,6 +302,23 @@ def check_paths(spec: RunSpec, facts: Facts) -> list[Finding]:
     return found
 
 
+def check_ray_auth(spec: RunSpec, facts: Facts) -> list[Finding]:
+    """Token auth for the scripts' own Ray needs a token on this host (Ray's `ray start --head` makes none)."""
+    from verl_deploy import rayauth
+
+    if spec.ray_auth != "token" or spec.head_from_scheduler:
+        return []  # a cluster or scheduler elsewhere: the launch asks it (Ray Jobs) or it makes its own (KubeRay)
+    try:
+        token = rayauth.find_token()
+    except rayauth.AuthError as exc:
+        return [error("ray_auth", exc.problem, exc.fix)]
+    if token is None:
+        return [error("ray_auth", f"token authentication ({spec.sources.get('ray_auth', 'default')}) but no Ray "
+                                  "token was found here for the run's Ray head",
+                      rayauth.HOW_TO_SET + "; `ray get-auth-token --generate` makes one; or --ray-auth disabled")]
+    return []
+
+
 RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
     check_devices,
     check_head_address,
@@ -316,6 +333,7 @@ RULES: tuple[Callable[[RunSpec, Facts], list[Finding]], ...] = (
     check_swanlab,
     check_save_freq,
     check_paths,
+    check_ray_auth,
 )
 
 

@@ -17,14 +17,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_deploy import __version__
+from verl_deploy import __version__, rayauth
 from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
 from verl_deploy.secrets import mask_secret
 from verl_deploy.watch.handover import HANDOVER  # printed by run_training.sh, read back by the supervisor
 
-SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env")
+SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env", "ray_auth_token")
 SECRET_FILE = "swanlab.env"
 
 
@@ -97,6 +97,8 @@ def render_scripts(plan: Plan) -> dict[str, str]:
         **common, set_env_scripts=plan.platform.set_env_scripts, env=plan.env, master_addr=spec.master_addr,
         ray_port=spec.ray_port, swanlab_env=swanlab_env(plan), run_dir=spec.run_dir, entry_module=plan.entry_module,
         entry_fix=entry_fix(plan),
+        ray_auth=spec.ray_auth or "disabled", token_file=rayauth.TOKEN_FILE,
+        token_fix=rayauth.HOW_TO_SET.replace("`", "") + "; or generate the scripts with --ray-auth disabled",
         ray_resources=plan.platform.ray_resource_args(len(spec.devices)), nnodes=spec.nnodes,
         devices_per_node=len(spec.devices), ray_resource=plan.platform.ray_resource, nodes=spec.nodes)
     run = env.get_template("run_training.sh.j2").render(
@@ -136,6 +138,18 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
     }
 
 
+def hands_over_token(spec, extra: dict[str, str]) -> bool:
+    """Whether the scripts carry the Ray token (ray_auth_token, 0600; start_verl.sh points RAY_AUTH_TOKEN_PATH
+    at it): token auth, and start_verl.sh runs where this host's environment and ~/.ray are not: on other
+    nodes (SSH workers, a Slurm job's nodes) or in a container. Not for a Ray job on a cluster (the scripts
+    start no Ray) nor KubeRay (the operator or a Secret gives the pods the token)."""
+    if spec.ray_auth != "token":
+        return False
+    if "submit.sbatch" in extra:
+        return True
+    return not spec.head_from_scheduler and (spec.nnodes > 1 or bool(spec.container))
+
+
 @dataclass
 class Written:
     directory: Path
@@ -167,6 +181,11 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
     secret = plan.spec.swanlab_api_key
     if plan.spec.swanlab_on and secret is not None:
         files[SECRET_FILE] = "SWANLAB_API_KEY=" + _sh(secret.get_secret_value()) + "\n"
+    if hands_over_token(plan.spec, extra or {}):
+        try:
+            files[rayauth.TOKEN_FILE] = rayauth.token_file_text()
+        except rayauth.AuthError as exc:
+            return error("ray_auth", exc.problem, exc.fix)
     files.update(extra or {})
     directory = Path(os.path.abspath(directory))
     fix = "choose a writable --output-dir with free space (nothing was changed)"

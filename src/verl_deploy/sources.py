@@ -45,6 +45,7 @@ ENV_VARS: dict[str, str] = {
     "SWANLAB_LOG_DIR": "swanlab_log_dir",
     "PROJECT_NAME": "project_name",
     "CONTAINER": "container",
+    "RAY_AUTH_MODE": "ray_auth",  # Ray's own variable: the mode of the Ray the scripts start
     "http_proxy": "http_proxy",
     "https_proxy": "https_proxy",
 }
@@ -194,6 +195,10 @@ def resolve(
             values["nnodes"], sources["nnodes"] = len(hosts), "derived"
         if "master_addr" not in values and hosts:
             values["master_addr"], sources["master_addr"] = hosts[0], "derived"
+    if "ray_auth" not in values:
+        _ray_auth_default(environ, values, sources, findings)
+        if findings:
+            raise UserError(findings)
     if values.get("verl_dir") and "run_dir" not in values and not values.get("container"):
         # no container: the checkout the user named is the verl that runs (local backend), not /verl
         values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
@@ -236,6 +241,19 @@ def _version_from_the_tree_that_runs(values: dict[str, Any], sources: dict[str, 
     known = any(profile.serves(release_of(version)) for profile in PROFILES)
     values["verl_version"] = release_of(version) if known else version
     sources["verl_version"] = f"read from {version_file}"
+
+
+def _ray_auth_default(environ: Mapping[str, str], values: dict[str, Any], sources: dict[str, str],
+                      findings: list[Finding]) -> None:
+    """Token auth for the scripts' Ray as `ray start --head` would decide it here (a token found: on)."""
+    from verl_deploy import rayauth
+
+    try:
+        mode, why = rayauth.scripts_mode({k: v for k, v in environ.items() if k != rayauth.MODE_ENV})
+    except rayauth.AuthError as exc:
+        findings.append(error("ray_auth", exc.problem, exc.fix))
+        return
+    values["ray_auth"], sources["ray_auth"] = mode, why
 
 
 def _finding_from_pydantic(err: Mapping[str, Any], sources: Mapping[str, str]) -> Finding:

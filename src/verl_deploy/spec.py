@@ -159,6 +159,9 @@ class RunSpec(BaseModel):
     head_from_scheduler: bool = Field(False, description="Slurm / KubeRay / a running Ray cluster give the head: "
                                                         "its address comes at run time, not from master_addr")
     ray_port: int = Field(6379, ge=1, le=65535)
+    ray_auth: Optional[Literal["token", "disabled"]] = Field(
+        None, description="Ray token authentication of the Ray the scripts start and join (RAY_AUTH_MODE); default: "
+                          "as Ray 2.60's `ray start --head` decides on this host (token when a Ray token is found)")
     socket_ifname: Optional[str] = None
     container: Optional[str] = None
     image: str = Field(DEFAULT_IMAGE, description="default: the official image of verl_version x device (images.py)")
@@ -312,6 +315,12 @@ class RunSpec(BaseModel):
         for text in value:
             parse_override(text)  # Hydra's own grammar; OverrideSyntaxError says how to fix it
         return value
+
+    @field_validator("ray_auth", mode="before")
+    @classmethod
+    def _ray_auth(cls, value: object) -> object:
+        """Ray reads RAY_AUTH_MODE case-insensitively."""
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("swanlab_mode", mode="before")
     @classmethod

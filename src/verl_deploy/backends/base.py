@@ -1,4 +1,4 @@
-"""The backend interface (start, finished, alive, stop, scheduler_state, extra_files) and the
+"""The backend interface (start, finished, alive, stop, check_stop, scheduler_state, extra_files) and the
 detached process every backend uses.
 
 A training is started by a small host shell in its own session: `"$@" >> LOG 2>&1; echo $? > EXIT`.
@@ -36,6 +36,8 @@ class Backend(Protocol):
 
     def stop(self, handle: dict) -> None: ...
 
+    def check_stop(self, handle: dict) -> None: ...
+
     def scheduler_state(self, handle: dict) -> dict | None: ...
 
     def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]: ...
@@ -57,6 +59,10 @@ class DetachedProcess:
         except (OSError, ValueError):
             return None
         return data if isinstance(data, dict) else None
+
+    def check_stop(self, handle: dict) -> None:
+        """Raise (one line with the fix) when `stop` could not reach what runs the attempt; before anything is
+        touched. A local process can always be stopped."""
 
     def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
         """Files written beside the attempt's scripts (submit.sbatch, rayjob.yaml): {name: content}."""

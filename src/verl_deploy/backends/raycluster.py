@@ -1,17 +1,16 @@
 """A live Ray cluster as the job submission server sees it, and whether a run fits on it.
 
-Read through the dashboard's REST API (the same address jobs are submitted to): the alive
-nodes with their resources, and the cluster's Ray version. A layout that could never be
+Read through the dashboard's REST API (the same address jobs are submitted to), with the cluster's
+token when it uses token authentication (rayauth): the alive nodes with their resources, and the
+cluster's Ray version. A layout that could never be
 placed (a placement group that would wait forever) is refused before anything is submitted.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
+from verl_deploy import rayauth
 from verl_deploy.findings import Finding, error, warning
 from verl_deploy.spec import RunSpec
 
@@ -23,12 +22,13 @@ class Node:
 
 
 def _get(address: str, path: str, timeout: float = 10) -> dict:
-    with urllib.request.urlopen(address.rstrip("/") + path, timeout=timeout) as response:
-        return json.loads(response.read())
+    """GET as JSON; rayauth.AuthError (one line with the fix) when the cluster wants a token we lack."""
+    data = rayauth.get_json(address, path, timeout)
+    return data if isinstance(data, dict) else {}
 
 
 def cluster_nodes(address: str) -> list[Node]:
-    """Alive nodes and their total resources (Ray's state API: /api/v0/nodes)."""
+    """Alive nodes and their total resources (Ray's state API: /api/v0/nodes); AuthError for a token problem."""
     data = _get(address, "/api/v0/nodes?limit=1000&detail=true")
     rows = data.get("data", {}).get("result", {}).get("result", [])
     return [Node(row.get("node_ip", "?"), row.get("resources_total", {}) or {})
@@ -38,7 +38,7 @@ def cluster_nodes(address: str) -> list[Node]:
 def cluster_version(address: str) -> str | None:
     try:
         return _get(address, "/api/version").get("ray_version")
-    except (OSError, ValueError):
+    except (OSError, ValueError, rayauth.AuthError):
         return None
 
 

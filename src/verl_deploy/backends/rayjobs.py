@@ -4,7 +4,9 @@ The job runs run_training.sh from a working directory Ray uploads (the attempt's
 swanlab.env: the API key never goes into the runtime environment, which the dashboard shows);
 the device and SwanLab variables start_verl.sh would export go in `env_vars`. A small detached
 pump streams the job's logs into the run's host log and ends with the job's result, so the
-supervisor watches a Ray job exactly like a local process.
+supervisor watches a Ray job exactly like a local process. Every call carries the cluster's token
+when it uses token authentication (rayauth.headers_for: in a request header, never in argv, the
+job's runtime environment or a file); the pump finds it itself, from the environment it inherits.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from verl_deploy import rayauth
 from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive, start_detached, stop_group
 
-SECRET_NAMES = {"SWANLAB_API_KEY"}
+SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV}
+LEFT_OUT = ["swanlab.env", rayauth.TOKEN_FILE]  # never uploaded with the working directory
 
 
 def quiet_ray_logging() -> None:
@@ -34,12 +38,15 @@ def quiet_ray_logging() -> None:
 
 
 def client(address: str):
+    """Ray's JobSubmissionClient with the cluster's token header (rayauth.AuthError when one is wanted and
+    none is found: one line with the fix, before Ray's own multi-line AuthenticationError)."""
     try:
         from ray.job_submission import JobSubmissionClient
     except ImportError as exc:  # pragma: no cover - the extra is installed for tests
         raise RuntimeError("the ray backend needs Ray here: pip install 'verl-deploy[ray]'") from exc
     quiet_ray_logging()
-    return JobSubmissionClient(address)
+    headers = rayauth.headers_for(address)
+    return JobSubmissionClient(address, headers=headers or None)
 
 
 def job_env(scripts_dir: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -63,13 +70,17 @@ class RayJobsBackend(DetachedProcess):
         submission_id = f"verl-deploy-{attempt_dir.parent.name}-{attempt_dir.name}"
         job_id = client(self.address).submit_job(
             entrypoint="bash run_training.sh", submission_id=submission_id,
-            runtime_env={"working_dir": str(scripts_dir), "excludes": ["swanlab.env"],
+            runtime_env={"working_dir": str(scripts_dir), "excludes": list(LEFT_OUT),
                          "env_vars": job_env(scripts_dir, self.extra_env)},
             metadata={"tool": "verl-deploy", "run": attempt_dir.parent.name})
         handle = start_detached([sys.executable, "-m", "verl_deploy.backends.rayjobs", self.address, job_id],
                                 attempt_dir)
         handle.update(job_id=job_id, address=self.address)
         return handle
+
+    def check_stop(self, handle: dict) -> None:
+        """rayauth.AuthError when the cluster wants a token we lack: the job would run on with no one watching."""
+        client(self.address)
 
     def stop(self, handle: dict) -> None:
         try:
@@ -88,7 +99,11 @@ def pump(address: str, job_id: str) -> int:
 
     from ray.job_submission import JobStatus
 
-    jobs = client(address)
+    try:
+        jobs = client(address)
+    except rayauth.AuthError as exc:
+        sys.stdout.write(f"[verl-deploy] ray job {job_id}: cannot follow it: {exc}\n")
+        return 1
 
     async def tail() -> None:
         async for chunk in jobs.tail_job_logs(job_id):

@@ -166,7 +166,8 @@ class SlurmBackend(DetachedProcess):
         # the job gets this environment (--export=ALL): the scripts' folder, RAY_START_ARGS, WAIT_FOR_NODES_SECONDS, ...
         submitted = run(["sbatch", "--parsable", f"--output={output}", f"--job-name={job_name(attempt_dir)}",
                          "--export=ALL", str(scripts_dir / "submit.sbatch")], timeout=60, cwd=scripts_dir,
-                        env={**os.environ, "VERL_DEPLOY_SCRIPTS": str(scripts_dir)})
+                        env={**{k: v for k, v in os.environ.items() if k != "RAY_AUTH_TOKEN"},  # ray_auth_token has it
+                             "VERL_DEPLOY_SCRIPTS": str(scripts_dir)})
         job_id = submitted.stdout.strip().split(";")[0]
         if submitted.returncode != 0 or not job_id.isdigit():
             raise SlurmError(f"sbatch refused the job: {(submitted.stderr or submitted.stdout).strip()[-300:]}")

@@ -55,6 +55,10 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("nodes", Optional[str], _opt("--nodes", help="Hosts of a multi-node run, head first: h1,h2 or @hostfile (SSH "
                                   "names; launch starts the workers over SSH).", rich_help_panel="Hardware")),
     ("master_addr", Optional[str], _opt("--master-addr", help="Address of the Ray head.", rich_help_panel="Hardware")),
+    ("ray_auth", Optional[str], _opt("--ray-auth", help="token | disabled: Ray token authentication for the Ray the "
+                                     "scripts start and join (default: RAY_AUTH_MODE, else token when a Ray token "
+                                     "is found: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token).",
+                                     rich_help_panel="Hardware")),
     ("socket_ifname", Optional[str], _opt("--socket-ifname", help="Network interface for HCCL/NCCL/GLOO.",
                                           rich_help_panel="Hardware")),
     ("container", Optional[str], _opt("--container", help="Container the run uses.", rich_help_panel="Hardware")),

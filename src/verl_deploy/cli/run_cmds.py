@@ -220,9 +220,17 @@ def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: 
             raise fail([error("job-env", "the SwanLab key must not go into the job's runtime environment (the "
                               "dashboard shows it)", "log in on the nodes (`verl-deploy swanlab login`) instead")],
                        as_json=json_output)
+        if name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            raise fail([error("job-env", f"{name} must not go into the job's runtime environment (the dashboard "
+                              "shows it)", "the cluster's own processes have its token; verl-deploy sends yours "
+                              "in a request header")], as_json=json_output)
         env[name] = value if sep else os.environ.get(name, "")
+    from verl_deploy.rayauth import AuthError
+
     try:
         nodes = cluster_nodes(address)
+    except AuthError as exc:  # one line naming the variables to set, never a bare 401
+        raise fail([error("ray_address", exc.problem, exc.fix)], as_json=json_output) from None
     except (OSError, ValueError) as exc:
         raise fail([error("ray_address", f"{address} does not answer as a Ray job server: {exc}",
                           "check the address and that the head runs the dashboard (port 8265)")], as_json=json_output)
@@ -551,7 +559,15 @@ def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id o
     if record.state in TERMINAL:
         console().print(f"run {record.id} already {record.state}")
         return
-    stop_run(record)
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import error
+    from verl_deploy.rayauth import AuthError
+
+    try:
+        stop_run(record)
+    except AuthError as exc:  # the cluster refused us: its job may still run
+        raise fail([error("stop", f"run {record.id} was not stopped (it goes on): {exc.problem}",
+                          f"{exc.fix}, then `verl-deploy stop {record.id}` again")]) from None
     console().print(f"run {record.id} stopped (checkpoints kept in {record.spec.get('ckpts_dir') or 'the checkpoint directory'})")
 
 

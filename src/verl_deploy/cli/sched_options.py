@@ -36,6 +36,10 @@ SCHED_OPTIONS: list[tuple[str, Any, Any]] = [
                                                "the model, data and checkpoint directories as hostPath).", panel=K8S)),
     ("swanlab_secret", Optional[str], _opt("--swanlab-secret", help="Secret holding the SwanLab key under `api-key` "
                                                                    "(default verl-deploy-swanlab).", panel=K8S)),
+    ("k8s_ray_auth", Optional[str], _opt("--k8s-ray-auth", metavar="token|secret:NAME",
+                                         help="Ray token authentication for the RayJob's cluster: token (authOptions; "
+                                              "KubeRay >= 1.5.1 makes the token) or secret:NAME (older operators: the "
+                                              "token from Secret NAME, key auth_token, in every pod).", panel=K8S)),
 ]
 SCHED_OPTION_NAMES = {name for name, _, _ in SCHED_OPTIONS}
 

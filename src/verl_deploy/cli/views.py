@@ -10,7 +10,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Run", ("mode", "framework", "device", "npu_type", "verl_version", "verl_dir", "run_dir", "container", "image", "http_proxy",
              "https_proxy")),
     ("Paths", ("model_path", "train_file", "test_file", "ckpts_dir", "prompt_key")),
-    ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "head_from_scheduler", "ray_port", "socket_ifname", "trainer_gpus", "rollout_gpus",
+    ("Hardware", ("devices", "nnodes", "nodes", "master_addr", "head_from_scheduler", "ray_port", "ray_auth", "socket_ifname", "trainer_gpus", "rollout_gpus",
                   "device_name", "device_memory_gb", "host_memory_gb")),
     ("Hyper-parameters", ("train_steps", "batch_size", "mini_batch_size", "gen_batch_size", "lr", "n_resp_per_prompt",
                           "max_prompt_length", "max_response_length", "temperature", "clip_ratio_low",

@@ -457,6 +457,10 @@ def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
 
 
 def stop_run(record: RunRecord) -> None:
+    """Stop the run. The backend is asked first whether it can (a cluster that refuses us raises
+    rayauth.AuthError): then nothing is touched, and the run goes on, supervised."""
+    if record.current:
+        backend_for(record).check_stop(record.current.handle)
     (record.directory / "stop").touch()
     record.state = "stopped"
     _save(record)

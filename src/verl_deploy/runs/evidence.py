@@ -262,16 +262,16 @@ def _devices(record, folder: Path) -> str | None:
 
 
 def _ray_job(record, folder: Path) -> str | None:
-    """For a Ray job: the job server's own record of it (status, message, driver), over its REST API."""
-    import urllib.request
+    """For a Ray job: the job server's own record of it (status, message, driver), over its REST API, with the
+    cluster's token when it wants one (a refusal is one line with the fix, never a bare 401)."""
+    from verl_deploy import rayauth
 
     address, job_id = (record.backend_options or {}).get("address"), (record.current.handle if record.current else {}).get("job_id")
     if record.backend != "ray" or not address or not job_id:
         return None
     try:
-        with urllib.request.urlopen(f"{address.rstrip('/')}/api/jobs/{job_id}", timeout=15) as response:
-            info = json.loads(response.read(1 << 20))
-    except (OSError, ValueError) as exc:
+        info = rayauth.get_json(address, f"/api/jobs/{job_id}", timeout=15, limit=1 << 20)
+    except (OSError, ValueError, rayauth.AuthError) as exc:
         return f"ray job {job_id}: {exc}"
     (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
     return None
@@ -296,6 +296,9 @@ def _ray_status(record, folder: Path, address: str | None) -> str | None:
                 "that far); no Ray was asked")
     if not shutil.which("ray"):
         return None
-    result = run(["ray", "status", "--address", address], timeout=20)
+    from verl_deploy import rayauth
+
+    mode: rayauth.Mode = "token" if record.spec.get("ray_auth") == "token" else "disabled"  # as its head started
+    result = run(["ray", "status", "--address", address], timeout=20, env=rayauth.gcs_environment(mode))
     (folder / "ray-status.txt").write_text(f"$ ray status --address {address}\n{result.output}")
     return None

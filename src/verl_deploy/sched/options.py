@@ -20,6 +20,7 @@ SLURM_WORD = re.compile(r"[A-Za-z0-9_.,:+@%-]+")
 DEFAULT_GRES = {"gpu": "gpu", "npu": "npu"}
 DEFAULT_K8S_RESOURCE = {"gpu": "nvidia.com/gpu", "npu": "huawei.com/Ascend910"}
 DEFAULT_SECRET = "verl-deploy-swanlab"
+RAY_TOKEN_KEY = "auth_token"  # the key of the Ray token in a --k8s-ray-auth secret:NAME Secret
 
 
 class OptionProblem(ValueError):
@@ -84,6 +85,9 @@ class SchedulerOptions(BaseModel):
     k8s_resource: Optional[str] = Field(None, description="nvidia.com/gpu, huawei.com/Ascend910, ...")
     volumes: list[Volume] = Field(default_factory=list)
     swanlab_secret: str = DEFAULT_SECRET
+    # Ray token auth of the RayJob's cluster: "token" (authOptions, KubeRay >= 1.5.1 makes the token) or
+    # "secret:NAME" (older operators: RAY_AUTH_MODE=token and the token from Secret NAME, key auth_token)
+    k8s_ray_auth: Optional[str] = None
 
     @field_validator("partition", "account", "gres_name")
     @classmethod
@@ -150,6 +154,23 @@ class SchedulerOptions(BaseModel):
             raise ValueError(f"{value!r} is not a Kubernetes name (lower-case letters, digits, '-')")
         return value
 
+    @field_validator("k8s_ray_auth")
+    @classmethod
+    def _ray_auth(cls, value: Optional[str]) -> Optional[str]:
+        if value is None or value in ("token", "disabled"):
+            return value
+        name = value.removeprefix("secret:")
+        if value.startswith("secret:") and K8S_NAME.fullmatch(name):
+            return value
+        raise OptionProblem(f"{value!r} is not token, disabled or secret:NAME",
+                            "--k8s-ray-auth token (KubeRay >= 1.5.1 makes the token), or secret:NAME for a Secret "
+                            f"holding it under `{RAY_TOKEN_KEY}` (older operators)")
+
+    @property
+    def ray_token_secret(self) -> Optional[str]:
+        auth = self.k8s_ray_auth or ""
+        return auth.removeprefix("secret:") if auth.startswith("secret:") else None
+
     @field_validator("k8s_resource")
     @classmethod
     def _resource(cls, value: Optional[str]) -> Optional[str]:
@@ -184,7 +205,8 @@ def parse_volume(text: str) -> Volume:
 
 FLAG_OF = {"partition": "--partition", "account": "--account", "time": "--time", "gres_name": "--gres-name",
            "container_mode": "--slurm-container", "sbatch_options": "--sbatch-option", "namespace": "--namespace",
-           "k8s_resource": "--k8s-resource", "volumes": "--k8s-volume", "swanlab_secret": "--swanlab-secret"}
+           "k8s_resource": "--k8s-resource", "volumes": "--k8s-volume", "swanlab_secret": "--swanlab-secret",
+           "k8s_ray_auth": "--k8s-ray-auth"}
 
 
 def build(**values) -> SchedulerOptions:
