@@ -40,6 +40,12 @@ HITS_KEPT = 10  # lines kept per signature
 PHASE_WINDOW = 150  # lines either side of a failure where the phase is looked for
 
 
+def one_line(exc: BaseException) -> str:
+    """`ValueError: message`, bounded: what a record or a notice says about an exception."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
 @dataclass(frozen=True)
 class FailureSeen:
     """A failure signature matched (and reached its min_count) on this line."""
@@ -54,6 +60,14 @@ class FailureSeen:
 class Stalled:
     step: int
     seconds: float
+
+
+@dataclass(frozen=True)
+class LineSkipped:
+    """A line the watcher could not read (a number no run writes, a value out of every bound): skipped, counted."""
+
+    line: int | None  # None: a metric or progress line of the tail pass (its number is not counted there)
+    why: str
 
 
 @dataclass
@@ -141,6 +155,9 @@ class LogScanner:
         self.clock = clock
         self.last_step_at = clock()
         self._stall_reported_for: int | None = None
+        self.skipped = 0  # lines that could not be read (see LineSkipped); they never stop the scan
+        self.first_skipped: LineSkipped | None = None
+        self.position = 0  # byte offset, in the block being fed, of the line being looked at
 
     # -- input ---------------------------------------------------------------------------------
 
@@ -159,8 +176,14 @@ class LogScanner:
                 end = size
             lines_before += block.count(b"\n", counted_to, start)
             counted_to = start
-            self._line(self.lines + lines_before + 1, block[start:end])
+            self.position = start
+            number = self.lines + lines_before + 1
+            try:
+                self._line(number, block[start:end])
+            except Exception as exc:  # noqa: BLE001 - one line never stops the watch
+                self.skip(number, exc)
             pos = end + 1
+        self.position = size
         self.lines += block.count(b"\n")
         if block and not block.endswith(b"\n"):
             self.lines += 1
@@ -177,10 +200,13 @@ class LogScanner:
     def finish(self) -> RunState:
         """After the last block: parse what the tail pass kept (no-op when eager)."""
         for line in [*self._last_metric_lines, *([self._last_progress] if self._last_progress else [])]:
-            for event in parse_line(line):
-                self.state.apply(event)
-                if isinstance(event, Metrics):
-                    self._trends(PER_STEP, self.lines)
+            try:
+                for event in parse_line(line):
+                    self.state.apply(event)
+                    if isinstance(event, Metrics):
+                        self._trends(PER_STEP, self.lines)
+            except Exception as exc:  # noqa: BLE001 - counted like any unreadable line
+                self.skip(None, exc)
         self._last_metric_lines.clear()
         self._last_progress = None
         self._trends(AT_END, self.lines)
@@ -194,12 +220,22 @@ class LogScanner:
         """tqdm redraws its bar with \\r and no newline: read the bar from the unfinished line."""
         if b"Training Progress" not in partial:
             return
-        for segment in clean(partial.decode("utf-8", errors="replace"))[-2:]:
-            for event in parse_segment(segment):
+        for segment in clean(partial[-4096:].decode("utf-8", errors="replace"))[-2:]:
+            try:
+                events = parse_segment(segment)
+            except Exception:  # noqa: BLE001 - an unfinished line: counted once it is complete
+                continue
+            for event in events:
                 if isinstance(event, Progress) and event.step > self.state.step:
                     self.state.apply(event)
                     self.last_step_at = self.clock()
                     self.on_event(event)
+
+    def skip(self, number: int | None, exc: BaseException) -> None:
+        """Count a line that could not be read; the first one is kept with why (for status and diagnose)."""
+        self.skipped += 1
+        if self.first_skipped is None:
+            self.first_skipped = LineSkipped(number, one_line(exc))
 
     # -- one interesting line ------------------------------------------------------------------
 
