@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from verl_deploy.textnumbers import float_or_none
-from verl_deploy.watch.scan import Hit, LineSkipped, LogScanner, PhaseMark, SignatureHits
+from verl_deploy.watch.scan import GUARDED, Hit, LineSkipped, LogScanner, PhaseMark, SignatureHits
 
 LINES_SHOWN = 8
 
@@ -99,6 +99,7 @@ def oom_guard(lines: list[Hit]) -> tuple[bool | None, str]:
 
 
 GUARDS = {"device_oom": oom_guard}
+assert set(GUARDS) <= GUARDED, "a guarded class must be in scan.GUARDED (its kept lines stay exact)"
 
 
 def _phase(marks: list[PhaseMark], root: int) -> str | None:
