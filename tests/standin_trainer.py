@@ -12,7 +12,8 @@ again two steps later unless recompute is on), `host_oom`, `kv_cache` (at engine
 gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps), `torn_checkpoint`
 (at STANDIN_FAIL_STEP's save: writes half the folder, moves the tracker to it, then a device
 OOM), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
-STANDIN_FAIL_STEP without verl's final line). Checkpoints hold the files verl's FSDP or Megatron
+STANDIN_FAIL_STEP without verl's final line). STANDIN_LINES_FILE: its bytes are written into the log
+as they are, once, before step STANDIN_LINES_STEP (default 1): hostile lines for the watcher. Checkpoints hold the files verl's FSDP or Megatron
 checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
 the time per step. STANDIN_RAY=1 first connects to the Ray cluster as verl's driver does (`ray.init()`
 with RAY_ADDRESS set), which needs the cluster's token when it uses token authentication.
@@ -122,8 +123,13 @@ if __name__ == "__main__":
     if swanlab:
         say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
 
+    lines_step = int(os.environ.get("STANDIN_LINES_STEP", "1"))
     for step in range(start + 1, total + 1):
         time.sleep(step_seconds)
+        if os.environ.get("STANDIN_LINES_FILE") and step == lines_step and start < lines_step:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(open(os.environ["STANDIN_LINES_FILE"], "rb").read())
+            sys.stdout.buffer.flush()
         if fail == "device_oom" and ((not offload and step >= fail_step) or (offload and not recompute and step >= fail_step + 2)):
             print("(WorkerDict pid=5107) Traceback (most recent call last):", flush=True)
             print("(WorkerDict pid=5107)   File \"/verl/verl/workers/megatron_workers.py\", line 711, in update_actor", flush=True)

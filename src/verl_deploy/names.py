@@ -25,6 +25,21 @@ class NameProblem(ValueError):
         self.fix = fix
 
 
+def utf8(text: object) -> object:
+    """Text that can be written as UTF-8 (scripts, records, JSON). A non-UTF-8 byte in argv or the environment
+    arrives as a lone surrogate (PEP 383) and would fail the write later with a traceback."""
+    if isinstance(text, str):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = text[exc.start].encode("utf-8", "surrogateescape")
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise NameProblem(f"'{shown}' holds the byte 0x{byte.hex()}, which is not UTF-8",
+                              "rename it with UTF-8 characters only (or use a symlink whose name is UTF-8)") from None
+    return text
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 

@@ -101,6 +101,9 @@ def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Find
         return {}, [error("config", f"{file}: {problem}{at}", "fix the YAML syntax")]
     except (OSError, UnicodeDecodeError) as exc:
         return {}, [error("config", f"cannot read {file}: {exc}", "check the file's permissions and encoding")]
+    except ValueError as exc:  # PyYAML's int() of a number over 4300 digits, a date out of range
+        return {}, [error("config", f"{file}: a value cannot be read: {str(exc).split(';')[0]}",
+                          "quote the value, or write a number of a sensible size (train_steps: 100)")]
     if data is None:
         return {}, []
     if not isinstance(data, dict):

@@ -425,6 +425,8 @@ class RunSpec(BaseModel):
         """Every text is bounded before any other check reads it."""
         if isinstance(value, str) and len(value) > 2 * names.PATH_MAX and info.field_name != "overrides":
             raise names.NameProblem(f"{len(value)} characters; at most {2 * names.PATH_MAX}", "shorten the value")
+        for text in (value if isinstance(value, (list, tuple)) else [value]):
+            names.utf8(text)  # a byte that is not UTF-8 (from argv or the environment) cannot reach a script
         return value
 
     # derived values: computed, never stored twice

@@ -6,12 +6,49 @@ import os
 from pathlib import Path
 
 
+class UnusableDir(Exception):
+    """A directory of ours that cannot be one (a regular file is in the way): one line, naming the variable."""
+
+    def __init__(self, message: str, fix: str):
+        super().__init__(message)
+        self.fix = fix
+
+    def finding(self):
+        from verl_deploy.findings import error
+
+        return error("directory", str(self), self.fix)
+
+
 def user_dir(override: str, xdg: str, fallback: str) -> Path:
-    """$override, else $xdg/verl-deploy, else ~/fallback/verl-deploy."""
+    """$override, else $xdg/verl-deploy, else ~/fallback/verl-deploy; UnusableDir when a file is in the way."""
     if os.environ.get(override):
-        return Path(os.environ[override])
-    base = os.environ.get(xdg) or os.path.join(os.path.expanduser("~"), fallback)
-    return Path(base) / "verl-deploy"
+        path, named = Path(os.environ[override]), f"${override}"
+    else:
+        base = os.environ.get(xdg) or os.path.join(os.path.expanduser("~"), fallback)
+        path, named = Path(base) / "verl-deploy", f"${xdg}" if os.environ.get(xdg) else f"~/{fallback}"
+    _check_usable(path, named, override)
+    return path
+
+
+def _check_usable(path: Path, named: str, override: str) -> None:
+    """The path, or its nearest existing parent, must be a directory (else every write fails with a traceback)."""
+    here = path
+    while True:
+        try:
+            is_dir = here.is_dir()
+            exists = is_dir or os.path.lexists(here)
+        except OSError:  # a name too long, a loop: left to the operation that uses it
+            return
+        if exists:
+            if not is_dir:
+                what = "" if here == path else f" (its parent {str(here)!r})"
+                raise UnusableDir(f"{str(path)!r}{what} is not a directory: a file is in the way (from {named})",
+                                  f"point {override} at a directory, or move the file away"
+                                  + (f" (or set {named[1:]} to a directory)" if named.startswith("$X") else ""))
+            return
+        if here.parent == here:
+            return
+        here = here.parent
 
 
 def state_dir() -> Path:

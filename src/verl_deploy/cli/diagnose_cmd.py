@@ -29,17 +29,24 @@ Exit status: 0 when no failure is found (warnings allowed), 1 when the log shows
 
 
 def _emit_line(text: str) -> None:
-    sys.stdout.write(text + "\n")
+    """One line to stdout; what came from the log is neutralised (no terminal escapes)."""
+    from verl_deploy.views.safe_text import neutralise
+
+    sys.stdout.write(neutralise(text) + "\n")
     sys.stdout.flush()
 
 
 def _print_diagnosis(result, source: str) -> None:
-    from rich.markup import escape
+    from rich.markup import escape as rich_escape
     from rich.table import Table
 
     from verl_deploy.cli.output import console
+    from verl_deploy.views.safe_text import neutralise
     from verl_deploy.watch.describe import describe
     from verl_deploy.watch.events import Metrics
+
+    def escape(text: str) -> str:  # everything here may come from the log: inert, then no markup
+        return rich_escape(neutralise(text))
 
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
@@ -55,6 +62,11 @@ def _print_diagnosis(result, source: str) -> None:
         grid.add_row("checkpoint", f"step {result.last_checkpoint_step}")
     if result.swanlab_url:
         grid.add_row("SwanLab", escape(result.swanlab_url))
+    if result.lines_skipped:
+        first = result.first_skipped
+        where = f"line {first.line}: " if first and first.line else ""
+        grid.add_row("skipped", f"{result.lines_skipped:,} line(s) could not be read"
+                     + (f" (first: {escape(where + first.why)})" if first else ""))
     if result.class_id is None:
         grid.add_row("verdict", "[green]no failure found[/]")
         console().print(grid)
@@ -69,7 +81,7 @@ def _print_diagnosis(result, source: str) -> None:
     for index, hit in enumerate(result.lines):
         grid.add_row("lines" if index == 0 else "", f"[dim]{hit.line}:[/] {escape(hit.text)}")
     if result.secondary:
-        grid.add_row("also seen", f"{', '.join(result.secondary)} [dim](usually symptoms of the above)[/]")
+        grid.add_row("also seen", f"{escape(', '.join(result.secondary))} [dim](usually symptoms of the above)[/]")
     console().print(grid)
 
 
@@ -190,7 +202,7 @@ def _not_a_verl_log(path: Path | None, lines: int) -> str | None:
             head = handle.read(65536)
     except OSError:
         return None
-    if b"\0" in head:
+    if head.count(b"\0") > len(head) // 100:  # a stray NUL in a training's output is still a log
         return "it is a binary file (NUL bytes), not text"
     text = head.decode("utf-8", errors="replace")
     if text.count("\ufffd") > len(text) // 10:

@@ -36,7 +36,12 @@ def print_json(data: Any) -> None:
 
 def print_findings(findings: Iterable[Finding], *, stderr: bool = True) -> None:
     """One line per finding: `error: field: message — fix: ...`."""
-    from rich.markup import escape
+    from rich.markup import escape as rich_escape
+
+    from verl_deploy.views.safe_text import neutralise
+
+    def escape(text: str) -> str:  # a message may quote a log, a path, a value: inert on the terminal
+        return rich_escape(neutralise(text))
 
     out = console(stderr=stderr)
     for finding in findings:

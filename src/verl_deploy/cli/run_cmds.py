@@ -285,15 +285,19 @@ def _announce(record) -> None:
     from verl_deploy.cli.output import console
     from verl_deploy.runs.record import reload
 
+    from rich.markup import escape
+
+    from verl_deploy.views.safe_text import neutralise
+
     out = console()
     out.print(f"run [bold]{record.id}[/] is {record.state} ({record.backend})")
-    out.print(f"log: {record.current.log}")
+    out.print(f"log: {escape(neutralise(record.current.log))}")
     deadline = time.monotonic() + 5
     while not record.swanlab_url and record.state == "running" and time.monotonic() < deadline:
         time.sleep(0.25)
         record = reload(record)
     if record.swanlab_url:
-        out.print(f"SwanLab: [bold]{record.swanlab_url}[/]")
+        out.print(f"SwanLab: [bold]{escape(neutralise(record.swanlab_url))}[/]")
     out.print(f"follow: verl-deploy logs {record.id} -f   ·   status: verl-deploy status {record.id}   ·   "
               f"stop: verl-deploy stop {record.id}")
 
@@ -348,6 +352,7 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
 
     from verl_deploy.cli.output import console
     from verl_deploy.runs.record import RecordError, RunRecord, list_runs
+    from verl_deploy.views.safe_text import neutralise
 
     records, damaged = [], []
     for run_id in list_runs():
@@ -364,7 +369,7 @@ def runs_command(json_output: bool = typer.Option(False, "--json", help="Print a
     for r in records:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         table.add_row(r.id, r.state, step, str(len(r.attempts)), r.backend,
-                      os.path.basename(str(r.spec.get("model_path") or "")))
+                      escape(neutralise(os.path.basename(str(r.spec.get("model_path") or "")))))
     for d in damaged:
         table.add_row(d["id"], "[red]damaged[/]", "-", "-", "-", "-")
     console().print(table if records or damaged else "no runs yet: start one with `verl-deploy launch`")
@@ -391,8 +396,9 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     from rich.markup import escape
 
     from verl_deploy.cli.output import console
-    from verl_deploy.runs.control import ensure_supervised
+    from verl_deploy.runs.control import ensure_supervised, supervisor_alive
     from verl_deploy.runs.record import TERMINAL
+    from verl_deploy.views.safe_text import neutralise
     from verl_deploy.watch.describe import duration, number
 
     record = ensure_supervised(_load(run_id, json_output))
@@ -406,49 +412,70 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
         return
     out = console()
     spec = record.spec
-    out.print(f"run [bold]{record.id}[/]: [bold]{record.state}[/] ({record.backend}, {spec.get('mode')}, {spec.get('framework')})")
+
+    def t(value: object) -> str:
+        """Anything from a record or a log, as inert text (no markup, no terminal escapes)."""
+        return escape(neutralise(str(value)))
+
+    out.print(f"run [bold]{record.id}[/]: [bold]{t(record.state)}[/] ({t(record.backend)}, {t(spec.get('mode'))}, "
+              f"{t(spec.get('framework'))})")
     scheduler = record.current.handle.get("scheduler") if record.current else None
     if scheduler and record.state not in TERMINAL:
         job = record.current.handle.get("job_id") or record.current.handle.get("rayjob") or ""
         why = scheduler.get("reason") or scheduler.get("job_status")
-        out.print(f"{scheduler.get('scheduler')} job {job}: {scheduler.get('state')}" + (f" ({why})" if why else ""))
+        out.print(f"{t(scheduler.get('scheduler'))} job {t(job)}: {t(scheduler.get('state'))}" + (f" ({t(why)})" if why else ""))
     if record.total_steps:
         running = record.state not in TERMINAL  # a stopped or finished run has no ETA
         out.print(f"step {record.step}/{record.total_steps}" +
                   (f" · ETA {duration(record.eta_seconds)}" if record.eta_seconds and running else ""))
     shown = [("critic/score/mean", "score"), ("critic/rewards/mean", "reward"), ("response_length/mean", "response len"),
              ("perf/throughput", "throughput")]
-    metrics = [f"{label} {number(record.metrics[key])}" for key, label in shown if key in record.metrics]
+    metrics = [f"{label} {number(record.metrics[key])}" for key, label in shown
+               if isinstance(record.metrics.get(key), (int, float))]
     if metrics:
         out.print("metrics: " + " · ".join(metrics))
     if record.swanlab_url:
-        out.print(f"SwanLab: {record.swanlab_url}")
+        out.print(f"SwanLab: {t(record.swanlab_url)}")
     for attempt in record.attempts:
-        added = f" +{','.join(attempt.features)}" if attempt.features else ""
-        result = "" if attempt.exit_code is None else f" → exit {attempt.exit_code}"
-        failure = f" ({attempt.failure['class']})" if attempt.failure and attempt.failure.get("class") else ""
-        out.print(f"attempt {attempt.n}{added}: {escape(attempt.reason)}{result}{failure}")
+        added = f" +{t(','.join(attempt.features))}" if attempt.features else ""
+        result = "" if attempt.exit_code is None else f" → exit {t(attempt.exit_code)}"
+        failure = f" ({t(attempt.failure['class'])})" if attempt.failure and attempt.failure.get("class") else ""
+        out.print(f"attempt {attempt.n}{added}: {t(attempt.reason)}{result}{failure}")
     if record.failure:
-        out.print(f"[bold red]failure[/]: {escape(_failure_text(record))}")
+        out.print(f"[bold red]failure[/]: {t(_failure_text(record))}")
         cause, decision = record.failure.get("cause"), record.failure.get("decision")
         if cause and decision and decision != cause:
-            out.print(f"decision: {escape(str(decision))}")
+            out.print(f"decision: {t(decision)}")
         if record.failure.get("fix"):
-            out.print(f"fix: {escape(record.failure['fix'])}")
+            out.print(f"fix: {t(record.failure['fix'])}")
+    if record.supervisor_deaths:
+        last = record.supervisor_deaths[-1]
+        count = len(record.supervisor_deaths)
+        now = ("not watched now: " + ("`verl-deploy status` started a new one" if supervisor_alive(record) else
+                                      "not restarted (it died the same way 3 times); read supervisor.log")
+               if record.state == "supervisor_died" else "a new one took over")
+        out.print(f"[bold yellow]supervisor died[/] {count} time(s), last: {t(last.get('error'))} — {t(now)} "
+                  f"[dim]({t(record.directory / 'supervisor.log')})[/]")
+    unreadable = int(record.scan.get("skipped") or 0)
+    if unreadable:
+        first = record.scan.get("first_skipped") or {}
+        where = f"line {first.get('line')}: " if first.get("line") else ""
+        out.print(f"[yellow]{unreadable} log line(s) could not be read[/] and were skipped (first: {t(where)}"
+                  f"{t(first.get('why'))})")
     if record.disk_full:
         full = record.disk_full
-        out.print(f"[bold red]disk full[/]: {escape(str(full.get('path')))} ({full.get('free_bytes')} bytes free) — "
+        out.print(f"[bold red]disk full[/]: {t(full.get('path'))} ({t(full.get('free_bytes'))} bytes free) — "
                   "this record may lag behind the training; free space there")
     for entry in record.notices:
         for delivery in entry.get("deliveries", []):
             if not delivery.get("ok"):
-                out.print(f"[yellow]notice not delivered[/]: {escape(entry.get('title', ''))} → "
-                          f"{escape(str(delivery.get('target')))}: {escape(str(delivery.get('error')))}")
+                out.print(f"[yellow]notice not delivered[/]: {t(entry.get('title', ''))} → "
+                          f"{t(delivery.get('target'))}: {t(delivery.get('error'))}")
     log = record.current.log if record.current else ""
     container = spec.get("container")
     out.print("[dim]by hand:[/]")
-    out.print(f"  tail -f {log}")
-    out.print(f"  grep 'Training Progress' {log} | tail -1;  grep -E 'Error|OOM|Exception' {log} | tail")
+    out.print(f"  tail -f {t(log)}")
+    out.print(f"  grep 'Training Progress' {t(log)} | tail -1;  grep -E 'Error|OOM|Exception' {t(log)} | tail")
     prefix = f"docker exec {container} " if record.backend == "docker" and container else ""
     tool = "npu-smi info" if spec.get("device") == "npu" else "nvidia-smi"
     out.print(f"  {prefix}{tool};  {prefix}ray status")
@@ -479,9 +506,13 @@ def _failure_text(record) -> str:
 def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (default: newest)."),
                  follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
                  errors: bool = typer.Option(False, "--errors", help="Only lines with Error, OOM or Exception (and known failures)."),
-                 attempt_n: Optional[int] = typer.Option(None, "--attempt", help="An earlier attempt's log.")) -> None:
+                 attempt_n: Optional[int] = typer.Option(None, "--attempt", help="An earlier attempt's log."),
+                 raw: bool = typer.Option(False, "--raw", help="The bytes as the training wrote them, terminal escapes "
+                                                             "included (by default control characters are shown inert: ␛, ␍).")) -> None:
     """The training log of a run (the current attempt unless --attempt)."""
     import re
+
+    from verl_deploy.views.safe_text import neutralise
 
     from verl_deploy.runs.control import ensure_supervised
     from verl_deploy.runs.record import TERMINAL, reload
@@ -508,12 +539,14 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
     def wanted(line: str) -> bool:
         return not errors or bool(seeds.search(line)) or bool(table.failures_in(line))
 
+    shown = (lambda line: line) if raw else neutralise
+
     follower = LogFollower(attempt.log)
     try:
         while True:
             for line in follower.read_lines():
                 if wanted(line):
-                    sys.stdout.write(line + "\n")
+                    sys.stdout.write(shown(line) + "\n")
             if follower.problem:  # a directory or FIFO where the log should be: say so once, never block on it
                 raise fail([error("log", f"attempt {attempt.n}'s log {follower.problem}",
                                   f"put the log file back at that path, or look in {record.directory}/attempt-{attempt.n}/ "
@@ -525,12 +558,12 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
             if record.current and record.current.n != attempt.n and attempt_n is None:
                 attempt = record.current  # a retry started: go on with its log
                 follower = LogFollower(attempt.log)
-                sys.stdout.write(f"--- attempt {attempt.n}: {attempt.reason} ---\n")
+                sys.stdout.write(f"--- attempt {attempt.n}: {neutralise(attempt.reason)} ---\n")
                 continue
             if record.state in TERMINAL and os.path.getsize(attempt.log) <= follower.offset + len(follower.partial):
                 last = follower.take_partial().decode("utf-8", errors="replace")  # a last line without newline
                 if last and wanted(last):
-                    sys.stdout.write(last + "\n")
+                    sys.stdout.write(shown(last) + "\n")
                 return
             time.sleep(0.2)
     except KeyboardInterrupt:

@@ -65,6 +65,18 @@ class OneLineErrorGroup(TyperGroup):
         except _errors.ClickException as error:
             error.show()
             sys.exit(error.exit_code)
+        except Exception as error:
+            from verl_deploy.statedir import UnusableDir
+
+            if not isinstance(error, UnusableDir):
+                raise
+            finding = error.finding()  # $VERL_DEPLOY_STATE_DIR (or the cache, the config dir) is a file
+            typer.echo(finding.line(), err=True)
+            if wants_json(args):
+                import json
+
+                typer.echo(json.dumps({"ok": False, "findings": [finding.as_dict()]}, indent=2))
+            sys.exit(1)
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             sys.exit(1)

@@ -11,7 +11,9 @@ import sys
 
 
 def _write(line: str) -> None:
-    sys.stdout.write(line + "\n")
+    from verl_deploy.views.safe_text import neutralise
+
+    sys.stdout.write(neutralise(line) + "\n")
     sys.stdout.flush()
 
 

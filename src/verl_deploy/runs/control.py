@@ -172,7 +172,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     record.attempts.append(attempt)
     record.spec = spec_data(spec)
     record.state = "running"
-    record.scan = {}
+    record.scan = {key: record.scan[key] for key in ("skipped", "first_skipped") if key in record.scan}  # a new log
     record.save()
     return attempt
 
@@ -193,17 +193,82 @@ def supervisor_alive(record: RunRecord) -> bool:
 
 
 def ensure_supervised(record: RunRecord) -> RunRecord:
-    """Reattach: a run still going without a supervisor gets a new one (it resumes from run.json)."""
+    """Reattach: a run still going without a supervisor gets a new one (it resumes from run.json).
+
+    A supervisor found gone while the record says `running` (killed, or it could not write its own
+    death) is recorded as died and noticed first. One that died three times at the same place is
+    not started again: the record says so and names supervisor.log.
+    """
     from verl_deploy.backends.base import process_alive
 
     launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
     if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
+        from verl_deploy.runs.record import reload
+
+        record = reload(record)  # it may have just ended the run and exited
+        if record.state in TERMINAL or supervisor_alive(record):
+            return record
+        if record.state == "running" and record.supervisor_pid is not None:
+            _record_death(record, f"the supervisor (pid {record.supervisor_pid}) is gone without a word "
+                                  f"(killed?){_last_error(record)}", None)
+        if not respawn_allowed(record):
+            return record
         try:
             record.supervisor_pid = spawn_supervisor(record.id)
             record.save()
         except OSError:  # a full state disk: the new supervisor records disk_full when it can; show what we have
             pass
     return record
+
+
+MAX_DEATHS_KEPT = 20
+SAME_DEATHS = 3  # a supervisor that died this many times at the same place is not started again
+
+
+def respawn_allowed(record: RunRecord) -> bool:
+    last = record.supervisor_deaths[-SAME_DEATHS:]
+    if len(last) < SAME_DEATHS or last[0].get("offset") is None:
+        return True
+    return len({(d.get("attempt"), d.get("offset"), d.get("error")) for d in last}) > 1
+
+
+def _last_error(record: RunRecord) -> str:
+    """`: ValueError: ...`, the last line of supervisor.log when it ends in a traceback."""
+    from verl_deploy import boundedread
+
+    try:
+        tail = boundedread.read_tail(str(record.directory / "supervisor.log"), 4096)
+    except (OSError, boundedread.UnreadableFile):
+        return ""
+    lines = [line for line in tail.decode("utf-8", errors="replace").splitlines() if line.strip()]
+    last = lines[-1].strip()[:200] if lines else ""
+    return f"; supervisor.log ends with: {last}" if last and ("Error" in last or "Exception" in last) else ""
+
+
+def _record_death(record: RunRecord, error: str, offset: int | None) -> None:
+    """The run's state says the supervisor died and why; a notice goes out (the training goes on unwatched)."""
+    attempt = record.current.n if record.current else None
+    record.supervisor_deaths = [*record.supervisor_deaths, {"time": time.time(), "error": error, "attempt": attempt,
+                                                            "offset": offset}][-MAX_DEATHS_KEPT:]
+    if record.state in TERMINAL:  # it died after the end was recorded: the end stands
+        _save(record)
+        return
+    record.state = "supervisor_died"
+    where = f" at byte {offset} of attempt {attempt}'s log" if offset is not None else ""
+    again = "" if respawn_allowed(record) else (f" It died {SAME_DEATHS} times at the same place: it is not started "
+                                                "again until you look.")
+    failure = {"class": "supervisor_died", "cause": f"the supervisor stopped{where}: {error}; the training goes on, "
+                                                    f"unwatched (no OOM retry, no stall notice).{again}",
+               "fix": f"`verl-deploy status {record.id}` starts a new supervisor, which resumes past that place; "
+                      f"the traceback is in {record.directory / 'supervisor.log'}"}
+    try:
+        notify.notice(record, f"supervisor died: {error[:120]}", failure=failure)
+    except Exception as exc:  # noqa: BLE001 - the record must still say it
+        print(f"verl-deploy supervisor: the notice could not be sent: {exc}", file=sys.stderr)
+    try:
+        _save(record)
+    except OSError as exc:
+        print(f"verl-deploy supervisor: run.json could not be written: {exc}", file=sys.stderr)
 
 
 # -- the supervisor ------------------------------------------------------------------------------
@@ -219,11 +284,15 @@ def _save(record: RunRecord) -> bool:
 
 
 def _restore(record: RunRecord):
-    from verl_deploy.watch.scan import LogScanner
+    from verl_deploy.watch.scan import LineSkipped, LogScanner
 
     scanner = LogScanner(eager=True)
     saved = record.scan
-    if saved:
+    scanner.skipped = int(saved.get("skipped") or 0)  # counted over the whole run, every attempt
+    first = saved.get("first_skipped")
+    if isinstance(first, dict):
+        scanner.first_skipped = LineSkipped(first.get("line"), str(first.get("why")))
+    if "lines" in saved:  # this attempt was being read: go on where the last supervisor stopped
         scanner.lines = saved.get("lines", 0)
         state = scanner.state
         state.step, state.total_steps = record.step, record.total_steps
@@ -240,7 +309,41 @@ def _publish(record: RunRecord, scanner, offset: int) -> None:
     record.swanlab_url = state.swanlab_url or record.swanlab_url
     record.last_checkpoint_step = state.last_checkpoint_step
     record.eta_seconds = state.eta_seconds
-    record.scan = {"offset": offset, "lines": scanner.lines, "step_times": list(state.step_times)}
+    first = scanner.first_skipped
+    record.scan = {"offset": offset, "lines": scanner.lines, "step_times": list(state.step_times),
+                   "skipped": scanner.skipped,
+                   "first_skipped": None if first is None else {"line": first.line, "why": first.why}}
+
+
+class SupervisorDied(Exception):
+    """Anything that escaped the supervisor, with where in the log it was (None: not while reading it)."""
+
+    def __init__(self, cause: BaseException, offset: int | None):
+        super().__init__(str(cause))
+        self.cause, self.offset = cause, offset
+
+
+def _death_line(record: RunRecord) -> int | None:
+    """The log offset the last supervisor of this attempt died reading, if it died reading the log."""
+    last = record.supervisor_deaths[-1] if record.supervisor_deaths else None
+    if not last or last.get("offset") is None or record.current is None or last.get("attempt") != record.current.n:
+        return None
+    return int(last["offset"])
+
+
+def _feed(scanner, block: bytes, base: int, skip_at: int | None, where: dict) -> None:
+    """Feed one block read at offset `base`; the line at `skip_at` (where a supervisor died) is skipped, counted."""
+    where["base"] = base
+    if skip_at is None or not base <= skip_at < base + len(block):
+        scanner.feed(block)
+        return
+    cut = skip_at - base
+    end = block.find(b"\n", cut)
+    end = len(block) if end < 0 else end + 1
+    scanner.feed(block[:cut])
+    scanner.skip(scanner.lines + 1, RuntimeError("the previous supervisor died reading this line"))
+    scanner.lines += 1
+    scanner.feed(block[end:])
 
 
 def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, bool]:
@@ -255,11 +358,22 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, 
     fatal: list[tuple[float, FailureSeen]] = []
     scanner.on_event = lambda e: fatal.append((time.monotonic(), e)) if isinstance(e, FailureSeen) and e.severity == "fatal" else None
     follower = LogFollower(attempt.log, offset=record.scan.get("offset", 0))
+    skip_at = _death_line(record)
+    where: dict = {"base": None}  # the offset of the block being fed, for a death record
     last_save, stall_noticed, stopped = 0.0, False, False
+
+    def feed(block: bytes, base: int) -> None:
+        try:
+            _feed(scanner, block, base, skip_at, where)
+        except Exception as exc:
+            raise SupervisorDied(exc, base + scanner.position) from exc
+        where["base"] = None
+
     while True:
+        base = follower.offset
         block = follower.read_block()
         if block:
-            scanner.feed(block)
+            feed(block, base)
         code = backend.finished(attempt.handle)
         if fatal and code is None:
             first_class = fatal[0][1].class_id
@@ -273,11 +387,13 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, 
             if code is None:
                 code, stopped = -1, True
         if code is not None or stopped:
+            base = follower.offset
             rest = follower.read_block()
             while rest:
-                scanner.feed(rest)
+                feed(rest, base)
+                base = follower.offset
                 rest = follower.read_block()
-            scanner.feed(follower.take_partial())
+            feed(follower.take_partial(), base)
             _publish(record, scanner, follower.offset)
             return code, diagnose(scanner), stopped
         if (attempt.handle.get("scheduler") or {}).get("queued"):
@@ -364,15 +480,47 @@ def _adopt_started_attempt(record: RunRecord) -> bool:
     return True
 
 
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP reached the supervisor: recorded as its death, like any exception."""
+
+
+def _on_signal(number: int, frame) -> None:
+    import signal
+
+    raise _Terminated(f"killed by {signal.Signals(number).name}")
+
+
 def supervise(run_id: str) -> None:
+    """Supervise the run until it ends; whatever stops this process is recorded on the run and noticed."""
+    import signal
+    import traceback
+
     try:
         record = RunRecord.load(run_id)
     except RecordError as exc:
         print(f"verl-deploy supervisor: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, _on_signal)
+    try:
+        _supervise(record)
+    except (Exception, _Terminated) as exc:  # noqa: BLE001 - noticed, never silent
+        from verl_deploy.watch.scan import one_line
+
+        traceback.print_exc()  # to supervisor.log
+        cause = exc.cause if isinstance(exc, SupervisorDied) else exc
+        offset = exc.offset if isinstance(exc, SupervisorDied) else None
+        error = str(cause) if isinstance(cause, _Terminated) else one_line(cause)
+        _record_death(record, error, offset)
+        raise SystemExit(1) from None
+
+
+def _supervise(record: RunRecord) -> None:
     record.supervisor_pid = os.getpid()
     if record.current is None and not _adopt_started_attempt(record):
         return
+    if record.state == "supervisor_died":
+        record.state = "running"  # watched again
     _save(record)
     backend = backend_for(record)
     while record.state not in TERMINAL:

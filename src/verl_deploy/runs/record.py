@@ -137,6 +137,8 @@ class RunRecord:
     # where the supervisor stopped reading, so a new one resumes there
     scan: dict = field(default_factory=dict)
     disk_full: dict | None = None  # {"path", "free_bytes", "since"} while the state disk is (or was) full
+    # each supervisor that died: {"time", "error" (one line), "attempt", "offset" (in its log, when reading it)}
+    supervisor_deaths: list[dict] = field(default_factory=list)
 
     @property
     def directory(self) -> Path:
@@ -201,6 +203,9 @@ class RunRecord:
                         for n in self.notices],
             # the scheduler's word on the current attempt (slurm, kuberay): state, reason, ...
             "scheduler": self.current.handle.get("scheduler") if self.current else None,
+            # log lines the watcher could not read: skipped and counted, never fatal
+            "unreadable_lines": {"count": int(self.scan.get("skipped") or 0), "first": self.scan.get("first_skipped")},
+            "supervisor_deaths": self.supervisor_deaths,
         }
 
 

@@ -22,6 +22,7 @@ from rich.text import Text
 from verl_deploy.runs.record import TERMINAL, RecordError, RunRecord
 from verl_deploy.views.devices import DevicePoller, DeviceReading, memory_estimate_mb
 from verl_deploy.views.history import RunHistory
+from verl_deploy.views.safe_text import neutralise
 from verl_deploy.watch.describe import duration, number
 
 REFRESH = 0.5
@@ -145,7 +146,7 @@ def _metrics_table(history: RunHistory, record: RunRecord) -> Table:
         value = record.metrics.get(key) if value is None else value
         if value is None:
             continue
-        table.add_row(label, number(value), sparkline(history.series.values(key, TREND_POINTS)) if trend else "")
+        table.add_row(label, number(value) if isinstance(value, (int, float)) else "?", sparkline(history.series.values(key, TREND_POINTS)) if trend else "")
     return table
 
 
@@ -190,8 +191,8 @@ def render(follow: Follow, reading: DeviceReading | None, width: int = 120, *, l
     parts: list = [header]
     attempt = record.current
     if attempt:
-        parts.append(Text(f"attempt {attempt.n}: {attempt.reason}" +
-                          (f" (+{','.join(attempt.features)})" if attempt.features else "")))
+        parts.append(Text(neutralise(f"attempt {attempt.n}: {attempt.reason}" +
+                                     (f" (+{','.join(attempt.features)})" if attempt.features else ""))))
     step = max(record.step, history.step)
     total = record.total_steps or history.total_steps
     line = Text(progress_line(record, history), style="bold")
@@ -215,14 +216,15 @@ def render(follow: Follow, reading: DeviceReading | None, width: int = 120, *, l
         parts.append(Text("timing: " + timing, style="dim"))
     link = record.swanlab_url or history.swanlab_url
     if link:
-        parts.append(Text(f"SwanLab: {link}"))
+        parts.append(Text(neutralise(f"SwanLab: {link}")))
     if record.failure:
-        parts.append(Text(f"failure: {record.failure.get('class')} — {record.failure.get('cause') or ''}", style="red"))
+        parts.append(Text(neutralise(f"failure: {record.failure.get('class')} — {record.failure.get('cause') or ''}"),
+                          style="red"))
     for entry in record.notices[-3:]:
-        parts.append(Text(f"notice: {entry.get('title')}", style="yellow"))
+        parts.append(Text(neutralise(f"notice: {entry.get('title')}"), style="yellow"))
     events = list(history.events)[-6:]
     if events:
-        parts.append(Panel("\n".join(escape(e) for e in events), title="events", title_align="left"))
+        parts.append(Panel("\n".join(escape(neutralise(e)) for e in events), title="events", title_align="left"))
     if live:
         parts.append(Text("q or Ctrl-C quits this view; the run goes on", style="dim"))
     return Group(*parts)

@@ -20,9 +20,11 @@ SHOWN_METRICS = (
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or not seconds == seconds:  # None or NaN
         return "?"
-    seconds = int(round(seconds))
+    if seconds > 999 * 86400:  # also inf: a step time from a log is any number
+        return "over 999 days"
+    seconds = int(round(max(0.0, seconds)))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     if hours:

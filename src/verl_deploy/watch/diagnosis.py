@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from verl_deploy.watch.scan import Hit, LogScanner, PhaseMark, SignatureHits
+from verl_deploy.textnumbers import float_or_none
+from verl_deploy.watch.scan import GUARDED, Hit, LineSkipped, LogScanner, PhaseMark, SignatureHits
 
 LINES_SHOWN = 8
 
-SIZE = r"([\d.]+)\s*([KMGTPE]i?B)"
+SIZE = r"([\d.]{1,40})\s*([KMGTPE]i?B)"
 TRIED = re.compile(r"Tried to allocate " + SIZE)
 TOTAL = re.compile(r"total capacity of " + SIZE + r"|" + SIZE + r" total capacity")
 FREE = re.compile(r"of which " + SIZE + r" is free|" + SIZE + r" free")
@@ -40,6 +41,8 @@ class Diagnosis:
     swanlab_url: str | None = None
     last_checkpoint_step: int | None = None
     lines_read: int = 0
+    lines_skipped: int = 0  # lines the watcher could not read (skipped, never fatal)
+    first_skipped: LineSkipped | None = None
 
     @property
     def failed(self) -> bool:
@@ -62,6 +65,9 @@ class Diagnosis:
             "swanlab_url": self.swanlab_url,
             "last_checkpoint_step": self.last_checkpoint_step,
             "lines_read": self.lines_read,
+            "lines_skipped": self.lines_skipped,
+            "first_skipped": None if self.first_skipped is None else {"line": self.first_skipped.line,
+                                                                      "why": self.first_skipped.why},
         }
 
 
@@ -74,8 +80,8 @@ def _bytes(match: re.Match | None) -> float | None:
     if not match:
         return None
     groups = [g for g in match.groups() if g is not None]
-    number, unit = float(groups[0]), groups[1]
-    return number * UNIT.get(unit[0], 1)
+    number, unit = float_or_none(groups[0], finite=True), groups[1]
+    return None if number is None else number * UNIT.get(unit[0], 1)
 
 
 def oom_guard(lines: list[Hit]) -> tuple[bool | None, str]:
@@ -93,6 +99,7 @@ def oom_guard(lines: list[Hit]) -> tuple[bool | None, str]:
 
 
 GUARDS = {"device_oom": oom_guard}
+assert set(GUARDS) <= GUARDED, "a guarded class must be in scan.GUARDED (its kept lines stay exact)"
 
 
 def _phase(marks: list[PhaseMark], root: int) -> str | None:
@@ -107,7 +114,8 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     state = scanner.finish()
     result = Diagnosis(step=state.step, total_steps=state.total_steps, metrics=dict(state.metrics),
                        swanlab_url=state.swanlab_url, last_checkpoint_step=state.last_checkpoint_step,
-                       lines_read=scanner.lines)
+                       lines_read=scanner.lines, lines_skipped=scanner.skipped,
+                       first_skipped=scanner.first_skipped)
     counted: dict[str, list[SignatureHits]] = {}
     for entry in scanner.signature_hits.values():
         if entry.counted:

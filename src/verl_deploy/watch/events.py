@@ -13,10 +13,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Union
 
+from verl_deploy.textnumbers import float_or_none, int_of
+
 RAY_PREFIX = re.compile(r"^\((?:[\w.]+) pid=\d+(?:, ip=[\d.:a-fA-F]+)?\)\s?")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-PROGRESS = re.compile(r"Training Progress:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)(?:\s*\[([^\]]*)\])?")
-RATE = re.compile(r"([\d.]+)(s/it|it/s)")
+# bounded repeats: a 4 MiB line of bar fragments costs one pass, not one pass per fragment
+PROGRESS = re.compile(r"Training Progress:\s{0,20}\d{1,20}%\|[^|\n]{0,1000}\|\s{0,20}(\d+)/(\d+)(?:\s{0,20}\[([^\]]{0,200})\])?")
+RATE = re.compile(r"([\d.]{1,30})(s/it|it/s)")
 METRIC_LINE = re.compile(r"(?:^|\s)step:(\d+) - (.*)$")
 NUMBER = re.compile(r"^(?:np\.\w+\(|numpy\.\w+\()?\s*([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|nan|inf|-inf))\s*\)?$")
 SWANLAB_URL = re.compile(r"View run at\s+(https?://\S+)")
@@ -79,32 +82,41 @@ def clean(line: str) -> list[str]:
 
 
 def parse_number(text: str) -> float | None:
-    match = NUMBER.match(text.strip())
-    if not match:
+    """A metric value (`0.25`, `np.float64(0.25)`), or None for anything else (also an over-long number)."""
+    text = text.strip()
+    if len(text) > 96:
         return None
-    return float(match.group(1))
+    match = NUMBER.match(text)
+    return float_or_none(match.group(1)) if match else None
+
+
+MAX_KEYS_PER_LINE = 2000
+MAX_KEY_CHARS = 200
 
 
 def parse_metrics(step: int, body: str) -> Metrics:
     values: dict[str, float] = {}
-    for item in body.split(" - "):
+    for item in body.split(" - ", MAX_KEYS_PER_LINE):
         key, sep, raw = item.partition(":")
-        if not sep:
+        key = key.strip()
+        if not sep or len(key) > MAX_KEY_CHARS:
             continue
         number = parse_number(raw)
         if number is not None:
-            values[key.strip()] = number
+            values[key] = number
     return Metrics(step, values)
 
 
 # One event per line kind, tried in this order; the first pattern that matches wins.
+MAX_URL = 2048  # characters kept of a link or a checkpoint path
+# A number no real run writes (a 5,000-digit step) raises NotANumber: the scanner skips and counts the line.
 LINE_EVENTS = (
-    (METRIC_LINE, lambda m: parse_metrics(int(m.group(1)), m.group(2))),
-    (SWANLAB_URL, lambda m: SwanLabLink(m.group(1).rstrip(".,;)"))),
-    (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)}", local=True)),
-    (CKPT_SAVE, lambda m: CheckpointSaved(int(m.group(2)), m.group(1))),
-    (RESUME, lambda m: Resumed(int(m.group(1)))),
-    (TOTAL_STEPS, lambda m: TotalSteps(int(m.group(1)))),
+    (METRIC_LINE, lambda m: parse_metrics(int_of(m.group(1)), m.group(2))),
+    (SWANLAB_URL, lambda m: SwanLabLink(m.group(1)[:MAX_URL].rstrip(".,;)"))),
+    (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)[:MAX_URL]}", local=True)),
+    (CKPT_SAVE, lambda m: CheckpointSaved(int_of(m.group(2)), m.group(1)[:MAX_URL])),
+    (RESUME, lambda m: Resumed(int_of(m.group(1)))),
+    (TOTAL_STEPS, lambda m: TotalSteps(int_of(m.group(1)))),
 )
 
 
@@ -116,9 +128,10 @@ def parse_segment(text: str) -> list[Event]:
         if match.group(3):
             rate_match = RATE.search(match.group(3))
             if rate_match:
-                value = float(rate_match.group(1))
-                rate = value if rate_match.group(2) == "s/it" else (1 / value if value else None)
-        progress = Progress(int(match.group(1)), int(match.group(2)), rate)
+                value = float_or_none(rate_match.group(1), finite=True)
+                if value is not None and value >= 0:
+                    rate = value if rate_match.group(2) == "s/it" else (1 / value if value else None)
+        progress = Progress(int_of(match.group(1)), int_of(match.group(2)), rate)
     if progress:
         return [progress]
     for pattern, build in LINE_EVENTS:

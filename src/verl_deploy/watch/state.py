@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, 
 
 MAIN_METRICS = ("critic/score/mean", "critic/rewards/mean", "response_length/mean", "perf/throughput", "timing_s/step")
 HISTORY = 50
+MAX_METRIC_KEYS = 1000  # a log that names more keys keeps the first ones (the record stays small)
 
 
 @dataclass
@@ -29,12 +31,15 @@ class RunState:
             self.total_steps = event.total
         elif isinstance(event, Metrics):
             self.step = max(self.step, event.step)
-            self.metrics.update(event.values)
+            for key, value in event.values.items():
+                if key in self.metrics or len(self.metrics) < MAX_METRIC_KEYS:
+                    self.metrics[key] = value
             for key, value in event.values.items():
                 if key in MAIN_METRICS or key.startswith("val-core/"):
                     self.history.setdefault(key, deque(maxlen=HISTORY)).append((event.step, value))
-            if "timing_s/step" in event.values:
-                self.step_times.append(event.values["timing_s/step"])
+            step_time = event.values.get("timing_s/step")
+            if step_time is not None and math.isfinite(step_time) and step_time >= 0:  # an ETA from inf is no ETA
+                self.step_times.append(step_time)
         elif isinstance(event, SwanLabLink):
             if self.swanlab_url is None or not event.local:
                 self.swanlab_url = event.url
