@@ -48,7 +48,7 @@ class DockerBackend(DetachedProcess):
                             f"kill -TERM -- -$(cat {remote}/pid) 2>/dev/null; sleep 2; "
                             f"kill -KILL -- -$(cat {remote}/pid) 2>/dev/null; true"],
                            capture_output=True, timeout=60, check=False)
-        stop_group(handle.get("pid"), grace=5)
+        stop_group(handle, grace=5)
 
     def explain_end(self, handle: dict) -> dict | None:
         """Why the training ended when its log does not say: the container stopped, restarted or vanished."""

@@ -551,7 +551,10 @@ def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id o
     if record.state in TERMINAL:
         console().print(f"run {record.id} already {record.state}")
         return
-    stop_run(record)
+    why = stop_run(record)
+    if why:
+        console().print(f"run {record.id}: {escape(why)}; it was not signalled (the training had already "
+                        "ended); the run is marked stopped", soft_wrap=True)
     console().print(f"run {record.id} stopped (checkpoints kept in {record.spec.get('ckpts_dir') or 'the checkpoint directory'})")
 
 
