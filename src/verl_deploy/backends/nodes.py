@@ -115,7 +115,9 @@ def kill_if_ours(pid: str, directory: str) -> str:
     Once the worker has ended its pid may belong to any later process of the user on that node;
     that one's working directory is not this attempt's scripts folder, so it is left alone.
     """
-    same = f'[ "$(readlink /proc/{pid}/cwd 2>/dev/null)" = {shlex.quote(directory)} ]'
+    # the folder as the kernel names a cwd: symlinks resolved (pwd -P)
+    real = f'"$(cd -- {shlex.quote(directory)} 2>/dev/null && pwd -P)"'
+    same = f'[ -n {real} ] && [ "$(readlink /proc/{pid}/cwd 2>/dev/null)" = {real} ]'
     return f"{same} && kill {pid} 2>/dev/null; sleep 1; {same} && kill -9 {pid} 2>/dev/null; true"
 
 
