@@ -169,3 +169,48 @@ def test_a_template_value_without_the_quoting_filter_stops_the_render():
     with pytest.raises(UnquotedValue):  # building a string from a quoted part unquotes it again
         env.from_string("echo {{ 'x' ~ (run_dir | sh) }}\n").render(run_dir="a b")
     assert env.from_string("echo {{ run_dir | sh }} {{ n }}\n").render(run_dir="a b", n=2) == "echo 'a b' 2\n"
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_the_container_start_and_stop_commands_keep_a_hostile_run_dir_inert(tmp_path, hostile):
+    """What `docker exec ... bash -c` runs in the container, run here with bash: the attempt folder (under the
+    run dir, a user's value) is a real directory with the hostile name; the start runs its start_verl.sh and
+    writes the pid file, the stop ends that group, and the marker never appears."""
+    import signal
+    import time
+
+    from verl_deploy.backends.container import end_group_in, start_command
+
+    remote = tmp_path / ("run" + hostile.replace("/", "_")) / "verl-deploy-runs" / "r1" / "attempt-1"
+    remote.mkdir(parents=True)
+    (remote / "start_verl.sh").write_text("echo started > started.txt\nexec sleep 300\n")
+    marker = tmp_path / "pwned-marker"
+    env = {**os.environ, "PWNED": str(marker)}
+    started = subprocess.Popen(["bash", "-c", start_command(str(remote))], env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (remote / "started.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        leader = int((remote / "pid").read_text())
+        assert (remote / "started.txt").read_text() == "started\n"
+        subprocess.run(["bash", "-c", end_group_in(str(remote))], env=env, check=True, timeout=30)
+        assert started.wait(timeout=10) != 0  # setsid -w reports its child's end by SIGTERM
+        assert not Path(f"/proc/{leader}").exists() or Path(f"/proc/{leader}/stat").read_text().split()[2] == "Z"
+    finally:
+        if started.poll() is None:
+            os.killpg(started.pid, signal.SIGKILL)
+    assert not marker.exists(), "a hostile run dir was executed"
+
+
+def test_the_container_stop_leaves_a_process_that_took_the_recorded_pid(tmp_path):
+    from verl_deploy.backends.container import end_group_in
+
+    remote = tmp_path / "attempt-1"
+    remote.mkdir()
+    other = subprocess.Popen(["sleep", "300"], cwd=tmp_path, start_new_session=True)  # elsewhere, own group
+    try:
+        (remote / "pid").write_text(f"{other.pid}\n")
+        subprocess.run(["bash", "-c", end_group_in(str(remote))], check=True, timeout=30)
+        assert other.poll() is None
+    finally:
+        other.kill()
