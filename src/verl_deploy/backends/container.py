@@ -60,7 +60,7 @@ class DockerBackend(DetachedProcess):
         except DockerError:
             return None
         again = f"then `verl-deploy launch` again with the same --ckpts-dir: it resumes from the last checkpoint"
-        failure = {"phase": None, "retryable": False, "lines": []}
+        failure: dict[str, object] = {"phase": None, "retryable": False, "lines": []}
         if not state.exists:
             return {**failure, "class": "container_gone", "cause": f"container {self.container} was removed while the training "
                     f"ran inside it", "fix": f"create it again (`verl-deploy container create`), {again}"}
