@@ -46,7 +46,7 @@ def write_record(state: Path, run_id: str, log: str, state_name: str = "failed")
     record = RunRecord(id=run_id, backend="local", spec={}, state=state_name,
                        attempts=[Attempt(n=1, features=[], reason="launch", log=log, ended=time.time())])
     directory = state / "runs" / run_id
-    (directory / "attempt-1").mkdir(parents=True)
+    (directory / "attempt-1").mkdir(parents=True, exist_ok=True)
     (directory / "run.json").write_text(json.dumps(asdict(record)))
     return directory
 
@@ -55,11 +55,14 @@ def test_a_run_record_nested_too_deep_is_damaged_everywhere_and_stop_still_ends_
     directory = dirs["state"] / "runs" / RUN
     (directory / "attempt-1").mkdir(parents=True)
     (directory / "run.json").write_text('{"id":"%s","metrics":%s}' % (RUN, DEEP))
+    from verl_deploy.backends.base import process_identity
+
     training = subprocess.Popen(["sleep", "300"], start_new_session=True)  # stands in for the attempt's process group
     try:
         (directory / "attempt-1" / "handle.json").write_text(json.dumps(
             {"run": RUN, "attempt": 1, "backend": "local", "backend_options": {}, "container": None, "run_dir": None,
-             "handle": {"pid": training.pid, "log": str(directory / "attempt-1" / "train.log"),
+             "handle": {"pid": training.pid, "identity": process_identity(training.pid),
+                        "log": str(directory / "attempt-1" / "train.log"),
                         "exit_file": str(directory / "attempt-1" / "exit_code")}}))
         listed = run_cli("runs", "--json", env=dirs["env"])
         assert listed.returncode == 0 and "Traceback" not in listed.stderr, listed.stderr[-2000:]
@@ -122,7 +125,8 @@ def test_a_model_config_nested_too_deep_is_a_model_path_error(dirs):
 
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_an_attempt_log_that_is_a_directory_or_fifo_is_one_line_naming_it(dirs, kind):
-    log = dirs["tmp"] / "train.log"
+    log = dirs["state"] / "runs" / RUN / "attempt-1" / "train.log"  # where a run's log is
+    log.parent.mkdir(parents=True)
     if kind == "directory":
         log.mkdir()
     else:

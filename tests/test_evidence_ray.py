@@ -19,13 +19,14 @@ def dead_local_run(tmp_path: Path, log_text: str, ray_auth: str = "disabled") ->
     from verl_deploy.runs.record import Attempt, RunRecord
 
     state = tmp_path / "state"
-    log = tmp_path / "train.log"
+    log = state / "runs" / RUN / "attempt-1" / "train.log"  # where a run's log is
+    log.parent.mkdir(parents=True)
     log.write_text(log_text)
     record = RunRecord(id=RUN, backend="local", spec={"device": "gpu", "ray_auth": ray_auth}, state="failed",
                        attempts=[Attempt(n=1, features=[], reason="launch", log=str(log), ended=time.time(),
                                          handle={"pid": 2 ** 22 + 17})])  # no such process
     directory = state / "runs" / RUN
-    (directory / "attempt-1").mkdir(parents=True)
+    (directory / "attempt-1").mkdir(parents=True, exist_ok=True)
     (directory / "run.json").write_text(json.dumps(asdict(record)))
     return {"VERL_DEPLOY_STATE_DIR": str(state), "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config")}
 

@@ -246,8 +246,11 @@ def test_diagnose_refuses_a_negative_idle_exit(tmp_path):
 
 
 def make_run(run_id: str, attempts: int = 1, exit_code: int | None = 137, failure: dict | None = None) -> RunRecord:
+    from verl_deploy.runs.record import runs_dir
+
     record = RunRecord(id=run_id, backend="local", spec={"model_path": "/m", "device": "npu"}, state="failed",
-                       attempts=[Attempt(n=i + 1, features=[], reason="launch", exit_code=exit_code, log="/nonexistent.log")
+                       attempts=[Attempt(n=i + 1, features=[], reason="launch", exit_code=exit_code,
+                                         log=str(runs_dir() / run_id / f"attempt-{i + 1}" / "train.log"))
                                  for i in range(attempts)],
                        failure=failure)
     record.directory.mkdir(parents=True, exist_ok=True)
@@ -349,3 +352,92 @@ def test_a_short_key_is_never_shown_even_in_part(tmp_path, key):
     assert stat.S_IMODE((out / "plan.json").stat().st_mode) == 0o600
     assert stat.S_IMODE((out / "swanlab.env").stat().st_mode) == 0o600
     assert stat.S_IMODE((out / "start_verl.sh").stat().st_mode) == 0o755
+
+
+# -- issue 22, 5: secrets and inputs that passed silently (real CLI processes, real files) ------------------
+
+def _refused_line(result, *words: str) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if line.startswith("error:")]
+    joined = "\n".join(lines)
+    assert lines and all(" — fix: " in line for line in lines), result.stdout + result.stderr
+    for word in words:
+        assert word in joined, joined
+    return joined
+
+
+def test_an_api_key_in_the_config_file_is_refused_and_never_used(tmp_path):
+    from conftest import run_cli
+
+    key = "sk-" + "7" * 30
+    config = tmp_path / "run.yaml"
+    config.write_text(f"train_steps: 5\nswanlab_api_key: {key}\n")
+    out = tmp_path / "out"
+    result = run_cli("generate", "--config", str(config), "--output-dir", str(out), "--swanlab", "yes")
+    line = _refused_line(result, "swanlab_api_key", "swanlab login", "SWANLAB_API_KEY")
+    assert key not in result.stdout + result.stderr and key not in line
+    assert not out.exists()
+
+
+def test_a_key_set_twice_in_the_config_file_names_both_lines(tmp_path):
+    from conftest import run_cli
+
+    config = tmp_path / "run.yaml"
+    config.write_text("train_steps: 5\nbatch_size: 8\n# later\ntrain_steps: 7\n")
+    _refused_line(run_cli("plan", "--config", str(config)), "'train_steps' is set twice, at line 1 and at line 4")
+
+
+def test_a_node_named_twice_is_refused():
+    from conftest import run_cli
+
+    _refused_line(run_cli("plan", "--nodes", "h1,h2,h1"), "nodes", "h1 named twice")
+
+
+@pytest.mark.parametrize("override, name", [
+    ("+trainer.x=${oc.env:SWANLAB_API_KEY}", "SWANLAB_API_KEY"),
+    ("+trainer.note=run-${oc.env:HF_TOKEN,none}", "HF_TOKEN"),
+    ("++trainer.y=${oc.env:'DB_PASSWORD'}", "DB_PASSWORD"),
+])
+def test_an_override_interpolating_a_secret_is_refused_before_anything_is_written(tmp_path, override, name):
+    from conftest import run_cli
+
+    out = tmp_path / "out"
+    result = run_cli("generate", "-o", override, "--output-dir", str(out), env={name: "s3cr3t-value-123"})
+    _refused_line(result, "overrides", name, "training log")
+    assert "s3cr3t-value-123" not in result.stdout + result.stderr and not out.exists()
+
+
+def test_a_non_secret_interpolation_still_passes():
+    from conftest import run_cli
+
+    result = run_cli("plan", "-o", "+trainer.note=${oc.env:HOME}")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("override, words", [
+    ("actor_rollout_ref.rollout.val_kwargs.top_p=7", ["top_p must be in (0, 1]"]),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p=abc", ["declares actor_rollout_ref.rollout.val_kwargs.top_p as float",
+                                                        "'abc' is text"]),
+    ("actor_rollout_ref.rollout.top_k=-3", ["top_k must be -1 or 0"]),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature=-0.5", ["temperature must be non-negative"]),
+    ("actor_rollout_ref.rollout.val_kwargs.top_p=0", ["top_p must be in (0, 1]"]),
+    ("actor_rollout_ref.rollout.val_kwargs.n=1.5", ["declares actor_rollout_ref.rollout.val_kwargs.n as int",
+                                                    "a whole number"]),
+    ("trainer.log_val_generations=yes", ["declares trainer.log_val_generations as", "is text"]),
+    ("actor_rollout_ref.rollout.val_kwargs.do_sample=1", ["as bool", "give actor_rollout_ref.rollout.val_kwargs.do_sample "
+                                                          "true or false"]),
+])
+def test_override_values_are_checked_against_the_type_verl_declares(override, words):
+    from conftest import run_cli
+
+    _refused_line(run_cli("plan", "-o", override), "override", *words)
+
+
+def test_override_values_of_the_right_type_and_range_pass():
+    from conftest import run_cli
+
+    result = run_cli("plan", "-o", "actor_rollout_ref.rollout.val_kwargs.top_p=0.95", "-o",
+                     "actor_rollout_ref.rollout.val_kwargs.top_k=0", "-o", "trainer.total_epochs=3",
+                     "-o", "actor_rollout_ref.rollout.top_k=-1", "-o", "trainer.total_epochs=${oc.env:EPOCHS,3}")
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -225,3 +225,64 @@ def test_a_swanlab_key_piped_on_stdin_is_read_once_and_reaches_the_run(trainer):
     assert "sk-piped-4242" in (scripts / "swanlab.env").read_text()
     assert "sk-piped-4242" not in result.stdout + result.stderr
     wait_for(trainer, run["id"], lambda d: d["state"] in ("succeeded", "failed"))
+
+
+def test_stop_never_signals_a_process_that_took_the_recorded_pid(trainer):
+    """The run's processes die (kill -9); its pid slot is then held by an unrelated process group of this user
+    (pid reuse cannot be forced: the record is pointed at one). `stop` leaves that process alive and says why."""
+    from verl_deploy.backends.base import _group_alive, process_identity, stop_group, stranger
+
+    result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.4"})
+    run = json.loads(result.stdout)
+    path = Path(run["directory"]) / "run.json"
+    wait_for(trainer, run["id"], lambda d: d["step"] >= 1)
+    record = json.loads(path.read_text())
+    training = record["attempts"][-1]["handle"]
+    assert training["identity"]["pgid"] == training["pid"] and training["identity"]["start_ticks"] > 0
+    os.kill(record["supervisor_pid"], signal.SIGKILL)
+    os.killpg(training["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _group_alive(training["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a group leader: killpg would end it
+    try:
+        time.sleep(0.2)
+        record = json.loads(path.read_text())
+        assert record["state"] == "running"
+        record["attempts"][-1]["handle"]["pid"] = other.pid  # the identity recorded at start stays
+        path.write_text(json.dumps(record))
+        stopped = run_cli("stop", run["id"], env=trainer["env"])
+        assert stopped.returncode == 0, stopped.stderr
+        assert other.poll() is None, "stop signalled a process it did not start"
+        assert f"pid {other.pid} is now another process ('sleep 300'" in stopped.stdout
+        assert "it was not signalled" in stopped.stdout
+        final = json.loads(path.read_text())
+        assert final["state"] == "stopped" and final["attempts"][-1]["ended"]
+        # an older record without an identity is matched on its spawn time: a later process is refused too
+        legacy = {"pid": other.pid, "spawned": time.time() - 3600}
+        assert stranger(legacy) is not None and stop_group(legacy, grace=0.5) is not None and other.poll() is None
+        # and the process itself, with its own identity, is stopped: the check refuses strangers only
+        own = {"pid": other.pid, "identity": process_identity(other.pid)}
+        assert stop_group(own, grace=2) is None
+        assert other.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        if other.poll() is None:
+            other.kill()
+
+
+def test_a_worker_pid_is_killed_only_while_it_runs_in_the_attempts_scripts_folder(tmp_path):
+    """stop_workers' command (run here with bash, as ssh runs it on a node) spares a later process at that pid."""
+    from verl_deploy.backends.nodes import kill_if_ours
+
+    ours, elsewhere = tmp_path / "scripts", tmp_path / "elsewhere"
+    ours.mkdir()
+    elsewhere.mkdir()
+    other = subprocess.Popen(["sleep", "300"], cwd=elsewhere)
+    try:
+        subprocess.run(["bash", "-c", kill_if_ours(str(other.pid), str(ours))], check=True, timeout=30)
+        assert other.poll() is None
+        worker = subprocess.Popen(["sleep", "300"], cwd=ours)
+        subprocess.run(["bash", "-c", kill_if_ours(str(worker.pid), str(ours))], check=True, timeout=30)
+        assert worker.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        other.kill()

@@ -199,3 +199,61 @@ def test_the_exported_names_parse_in_swanlabs_own_settings(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     api, web = json.loads(result.stdout)
     assert api.removesuffix("/api") == "http://192.168.1.100:8000" and web == "http://192.168.1.100:8000"
+
+
+def _recording_python(bin_dir: Path, log: Path, *, without_site: bool = False) -> None:
+    """python3 on PATH: records its argv (one line per call), then runs this venv's interpreter.
+    `without_site`: as a python3 where swanlab (and pip) are not installed (-S: no site-packages)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "python3"
+    flags = "-S " if without_site else ""
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{log}"\nexec "{sys.executable}" {flags}"$@"\n')
+    shim.chmod(0o755)
+
+
+def _login_env(tmp_path: Path, bin_dir: Path) -> tuple[dict, Path]:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWANLAB_")}
+    env.update(PATH=f"{bin_dir}:{env['PATH']}", HOME=str(home), SWANLAB_SAVE_DIR=str(home / ".swanlab"),
+               NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
+               VERL_DEPLOY_CONFIG_DIR=str(tmp_path / "config"))
+    return env, home
+
+
+def test_swanlab_login_logs_in_with_the_real_package_without_a_terminal_key_on_stdin(tmp_path, standin_server):
+    """`verl-deploy swanlab login` with no tty (swanlab 0.10.3's `swanlab login` would refuse to prompt):
+    the real package's login reaches the private server with the key, saves its login file, and the key
+    is in no command line."""
+    key = "PrivHost0123456789Key"
+    calls = tmp_path / "python3.calls"
+    _recording_python(tmp_path / "bin", calls)
+    env, home = _login_env(tmp_path, tmp_path / "bin")
+    env["SWANLAB_API_KEY"] = key
+    result = subprocess.run([sys.executable, "-m", "verl_deploy", "swanlab", "login", "--swanlab-host", standin_server],
+                            capture_output=True, text=True, env=env, timeout=240, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    logins = [r for r in StandInSwanLab.seen if r["path"].rstrip("/") == "/api/login/api_key"]
+    assert logins and logins[0]["authorization"] == key, StandInSwanLab.seen
+    assert "logged in to " + standin_server in result.stdout and "login verified" in result.stdout
+    saved = [p for p in (home / ".swanlab").rglob("*") if p.is_file()]
+    assert saved and any(key in p.read_text(errors="replace") for p in saved)  # swanlab's own netrc
+    assert key not in calls.read_text() and key not in result.stdout + result.stderr
+
+
+def test_a_missing_swanlab_is_installed_only_with_consent_and_pinned(tmp_path):
+    calls = tmp_path / "python3.calls"
+    _recording_python(tmp_path / "bin", calls, without_site=True)
+    env, _ = _login_env(tmp_path, tmp_path / "bin")
+    env["SWANLAB_API_KEY"] = "PrivHost0123456789Key"
+    argv = [sys.executable, "-m", "verl_deploy", "swanlab", "login"]
+    refused = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=240, stdin=subprocess.DEVNULL)
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "swanlab is not installed" in errors[0] and "--install-missing" in errors[0], refused.stderr
+    assert "pip" not in calls.read_text()  # nothing installed without consent
+    asked = subprocess.run([*argv, "--install-missing"], capture_output=True, text=True, env=env, timeout=240,
+                           stdin=subprocess.DEVNULL)
+    # this python3 has no pip either (no site-packages): the attempt itself is what is checked, pinned
+    assert "-m pip install swanlab==0.10.3" in calls.read_text()
+    assert asked.returncode == 1 and "pip install swanlab==0.10.3 failed" in asked.stderr, asked.stderr

@@ -118,7 +118,7 @@ def test_the_memory_estimate_is_drawn_when_the_plan_has_one(tmp_path, monkeypatc
 
     monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
     record = RunRecord("r1", "local", {"device": "npu", "devices": [0]}, state="running",
-                       attempts=[Attempt(1, [], "launch", log=str(tmp_path / "none.log"))])
+                       attempts=[Attempt(1, [], "launch", log=str(tmp_path / "runs" / "r1" / "attempt-1" / "none.log"))])
     record.save()
     assert memory_estimate_mb(record) is None  # no estimate: device memory alone
     scripts = tmp_path / "runs" / "r1" / "attempt-1" / "scripts"
@@ -137,7 +137,8 @@ def test_a_damaged_record_mid_watch_keeps_the_last_good_one(tmp_path, monkeypatc
     from verl_deploy.views.live import Follow
 
     monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
-    log = tmp_path / "train.log"
+    log = tmp_path / "runs" / "r2" / "attempt-1" / "train.log"  # where a run's log is
+    log.parent.mkdir(parents=True)
     log.write_text("(TaskRunner pid=1) step:1 - critic/score/mean:0.2 - timing_s/step:3.0\n")
     record = RunRecord("r2", "local", {"device": "npu"}, state="running", step=1,
                        attempts=[Attempt(1, [], "launch", log=str(log))])

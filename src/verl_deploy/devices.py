@@ -18,11 +18,11 @@ class Platform:
     env: tuple[tuple[str, str], ...]
     set_env_scripts: tuple[str, ...] = ()
 
-    def ray_resource_args(self, count: int) -> str:
-        """`ray start` arguments that register `count` devices of this platform."""
+    def ray_resource_args(self, count: int) -> list[str]:
+        """`ray start` arguments that register `count` devices of this platform (one argv item each)."""
         if self.ray_resource == "GPU":
-            return f"--num-gpus={count}"
-        return f"--resources='{{\"{self.ray_resource}\": {count}}}'"
+            return [f"--num-gpus={count}"]
+        return [f'--resources={{"{self.ray_resource}": {count}}}']
 
 
 NPU = Platform(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -28,34 +29,104 @@ SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env", 
 SECRET_FILE = "swanlab.env"
 
 
-def _sh(value: object) -> str:
-    return shlex.quote(str(value))
+class ShellText(str):
+    """Text that is safe where a template puts it: made only by `shell_quote` (or from its parts).
+
+    The Jinja environment's finalize hook lets nothing else into a script (fail closed): a spec value
+    that reaches a template without the `sh` filter stops the render instead of being pasted raw.
+    """
 
 
-def _shvalue(value: object) -> str:
+class UnquotedValue(TypeError):
+    """A template tried to output a value that did not go through the quoting filter."""
+
+
+def shell_quote(value: object) -> ShellText:
+    """One bash word that reads back as `value`, on one line (so it is safe in a comment too).
+
+    shlex quoting where the text has no control character; else ANSI-C `$'...'` quoting, which bash
+    reads the same way and which keeps a newline from ending the line it is on.
+    """
+    text = str(value)
+    if not any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        return ShellText(shlex.quote(text))
+    out = []
+    for c in text:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return ShellText("$'" + "".join(out) + "'")
+
+
+def _sh(value: object) -> ShellText:
+    return shell_quote(value)
+
+
+def _shvalue(value: object) -> ShellText:
     """A variable's value for bash: Hydra-style literals for bool/None, quoted text otherwise."""
     if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
         return _sh(format_value(value))
     return _sh(value)
 
 
+ARITHMETIC = re.compile(r"\$\(\([A-Z0-9_ +*/()<>?:-]+\)\)")
+
+
+def _arithmetic(expression: str) -> ShellText:
+    """A derived variable's bash arithmetic (compiler.derived_expressions): names, numbers, operators only."""
+    if not ARITHMETIC.fullmatch(expression):
+        raise UnquotedValue(f"not a bash arithmetic expression over variables: {expression!r}")
+    return ShellText(expression)
+
+
+def _directive(value: object) -> ShellText:
+    """A value on an `#SBATCH` line: sbatch reads it, bash sees a comment, so it must be one plain token.
+
+    The scheduler options are validated to such tokens already (sched/options.py); this refuses
+    anything else at render time, so no value can end the comment line and start a command.
+    """
+    text = str(value)
+    if not text or not re.fullmatch(r"[A-Za-z0-9_.,:+@%=/|&()*-]+", text):
+        raise UnquotedValue(f"not a plain #SBATCH value: {text[:60]!r}")
+    return ShellText(text)
+
+
+def _finalize(value: object) -> object:
+    """Every `{{ ... }}` of a template passes here: quoted text and plain integers only."""
+    if isinstance(value, ShellText) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise UnquotedValue(f"a template outputs {type(value).__name__} {str(value)[:60]!r} without the `sh` filter")
+
+
 def _environment():
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
     env = Environment(loader=PackageLoader("verl_deploy", "templates"), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False,
+                      finalize=_finalize)
     env.filters["sh"] = _sh
     env.filters["shvalue"] = _shvalue
+    env.filters["arithmetic"] = _arithmetic
+    env.filters["directive"] = _directive
     return env
 
 
-def override_line(override: Override) -> str:
-    """One override as bash text: variables go through `hq` (strings) or plain expansion."""
+VARIABLE_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+
+
+def override_line(override: Override) -> ShellText:
+    """One override as bash text: variables go through `hq` (strings) or plain expansion; the key is quoted."""
     if override.var is not None:
+        if not VARIABLE_NAME.fullmatch(override.var):
+            raise UnquotedValue(f"not a variable name: {override.var!r}")
+        head = shell_quote(f"{override.prefix}{override.key}=")
         if isinstance(override.value, str):
-            return f'{override.prefix}{override.key}="$(hq "${{{override.var}}}")"'
-        return f'{override.prefix}{override.key}="${{{override.var}}}"'
-    return _sh(override.text())
+            return ShellText(f'{head}"$(hq "${{{override.var}}}")"')
+        return ShellText(f'{head}"${{{override.var}}}"')
+    return shell_quote(override.text())
 
 
 def summary(plan: Plan) -> str:

@@ -7,6 +7,7 @@ It is read from `SWANLAB_API_KEY` first; the file is only the remembered answer 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from verl_deploy import boundedread
@@ -52,3 +53,21 @@ SHOW_TAIL_FROM = 12
 def mask_secret(key: str) -> str:
     """`****` plus the last four characters, only when the key is long enough that they give little away."""
     return "****" + key[-4:] if len(key) >= SHOW_TAIL_FROM else "****"
+
+
+# an environment variable whose name says it holds a secret (SWANLAB_API_KEY, HF_TOKEN, AWS_SECRET_ACCESS_KEY, ...)
+SECRET_NAME = re.compile(r"(^|_)(TOKEN|KEY|SECRET)$|PASSWORD|PASSWD|API_?KEY|SECRET_", re.IGNORECASE)
+# OmegaConf's environment resolvers (oc.env; `env` in OmegaConf < 2.1), as Hydra text reads them
+ENV_INTERPOLATION = re.compile(r"\$\{\s*(?:oc\.env|env)\s*:\s*['\"]?([^,}'\"\s]+)")
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def secret_interpolation(text: str) -> str | None:
+    """The secret environment variable an override's text reads through `${oc.env:NAME}`, or None."""
+    for match in ENV_INTERPOLATION.finditer(text):
+        if is_secret_name(match.group(1)):
+            return match.group(1)
+    return None

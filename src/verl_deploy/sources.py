@@ -85,7 +85,8 @@ def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Find
         return {}, [error("config", f"config file {str(file)!r} does not exist",
                           "check the path, or create one with `verl-deploy init`")]
     try:
-        data = yaml.safe_load(boundedread.read_text(file, MAX_CONFIG_FILE_BYTES, f"config file {str(file)!r}"))
+        data = yaml.load(boundedread.read_text(file, MAX_CONFIG_FILE_BYTES, f"config file {str(file)!r}"),
+                         Loader=UniqueKeyLoader)
     except FileNotFoundError:
         return {}, [error("config", f"config file {str(file)!r} does not exist (a broken link?)",
                           "check the path, or create one with `verl-deploy init`")]
@@ -94,6 +95,9 @@ def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Find
     except (RecursionError, MemoryError):
         return {}, [error("config", f"{file}: nested too deep or too large to read as YAML",
                           "write one `field: value` per line")]
+    except DuplicateKey as exc:
+        return {}, [error(exc.key, f"{file}: {exc.key!r} is set twice, at line {exc.first} and at line {exc.second} "
+                          "(YAML keeps only the last one)", "keep one of the two lines")]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -119,8 +123,36 @@ def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Find
             hint = f"did you mean {', '.join(close)}?" if close else "see `verl-deploy plan --json` for the field names"
             findings.append(error(str(raw_key), f"unknown field in {file}", hint))
             continue
+        if key == "swanlab_api_key":
+            findings.append(error(str(raw_key), f"{file} holds the SwanLab API key: a config file is read, copied "
+                                  "and committed, a key there leaks with it; nothing was used",
+                                  "remove the line and run `verl-deploy swanlab login` (a 0600 file of its own), "
+                                  "or export SWANLAB_API_KEY"))
+            continue
         values[key] = value
     return values, findings
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A key set twice in one mapping of a config file: where both are."""
+
+    def __init__(self, key: str, first: int, second: int):
+        super().__init__(f"{key!r} at lines {first} and {second}")
+        self.key, self.first, self.second = key, first, second
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise DuplicateKey(key_node.value, seen[key_node.value], line)
+                seen[key_node.value] = line
+        return super().construct_mapping(node, deep)
 
 
 def env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -94,6 +94,10 @@ def parse_hosts(value: object) -> list[str]:
     hosts = [str(v).strip(" ") for v in items if str(v).strip()]
     for host in hosts:
         names.ssh_destination(host)
+    twice = sorted({host for host in hosts if hosts.count(host) > 1})
+    if twice:
+        raise names.NameProblem(f"{', '.join(twice)} named twice: each node is one host and runs one Ray node",
+                                "name every host once, head first (--nodes h1,h2)")
     return hosts
 
 
@@ -312,8 +316,17 @@ class RunSpec(BaseModel):
     def _hydra_overrides(cls, value: list[str]) -> list[str]:
         from verl_deploy.hydra_text import parse_override
 
+        from verl_deploy.secrets import secret_interpolation
+
         for text in value:
             parse_override(text)  # Hydra's own grammar; OverrideSyntaxError says how to fix it
+            name = secret_interpolation(text)
+            if name:  # verl prints its resolved config at start: the secret would be in the training log
+                raise names.NameProblem(
+                    f"{text.split('=', 1)[0]} reads the secret {name} through an interpolation; verl prints its "
+                    "resolved config, so the secret would be written to the training log",
+                    "never pass a secret through an override: the SwanLab key reaches the trainer only through "
+                    "swanlab.env (`verl-deploy swanlab login`, or SWANLAB_API_KEY)")
         return value
 
     @field_validator("ray_auth", mode="before")

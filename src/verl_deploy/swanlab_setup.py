@@ -1,15 +1,19 @@
-"""SwanLab where the training runs: installed, logged in, checked — the key only ever on stdin.
+"""SwanLab where the training runs: installed (only with consent), logged in, checked; the key only on stdin.
 
-Seed 001 stage 5 does `echo KEY | swanlab login --host H` inside the container; this does the
-same without the key in any argv (`ps` shows argv to every user): the key is written to the
-login command's standard input. Proxies reach pip by name (`docker exec -e http_proxy`), so
-their values are not in argv either.
+`swanlab login` takes a key only from `--api-key` (argv: `ps` shows it to every user) or a terminal
+prompt: piped to it, swanlab 0.10.3 answers "Cannot prompt for API Key in no-tty environment"
+(swanlab/sdk/cmd/login.py, prompt_api_key). So the login is swanlab's Python API,
+`swanlab.login(api_key=..., save=True)`, run by the python3 the training runs, which reads the key
+from its standard input; the host reaches swanlab as its own settings read it (SWANLAB_API_HOST /
+SWANLAB_WEB_HOST, swanlab_env.py), passed by name. Proxies reach pip by name too.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
+from typing import Callable
 
 from verl_deploy.preflight.commands import Result, run
 from verl_deploy.spec import RunSpec
@@ -48,31 +52,92 @@ def _tail(result: Result) -> str:
     return "command not found" if result.missing else ("timed out" if result.timed_out else f"exit {result.returncode}")
 
 
-def setup_swanlab(spec: RunSpec, key: str) -> SetupReport:
-    """Install swanlab if missing, log in with the key on stdin, verify the login file exists."""
+# the swanlab installed when the user agrees: the version this tool's tests run against the real package
+SWANLAB_PIN = "swanlab==0.10.3"
+
+PROBE = "import swanlab; print(getattr(swanlab, '__version__', '?'))"
+
+# The key is the first line of stdin; nothing of it is printed. save=True keeps the login for verl's
+# tracker (swanlab's own netrc file); the keyword set differs by swanlab version, so the call adapts.
+LOGIN = r"""
+import inspect, json, os, sys
+import swanlab
+key = sys.stdin.readline().strip()
+accepted = inspect.signature(swanlab.login).parameters
+kwargs = {name: value for name, value in (("relogin", True), ("save", True)) if name in accepted}
+try:
+    ok = swanlab.login(api_key=key, **kwargs)
+except Exception as exc:
+    print("LOGIN-FAILED " + type(exc).__name__ + ": " + str(exc).replace(key, "***")[:300], flush=True)
+    sys.exit(1)
+saved = None
+try:
+    from swanlab.sdk.cmd.utils import get_nrc_path
+    saved = str(get_nrc_path(True))
+except Exception:
+    pass
+print("LOGIN " + json.dumps({"ok": ok is not False, "saved": saved if saved and os.path.exists(saved) else None}))
+"""
+
+
+def _login_env(spec: RunSpec) -> dict[str, str]:
+    """SWANLAB_API_HOST / SWANLAB_WEB_HOST for a private host, exactly as start_verl.sh exports them."""
+    from verl_deploy.swanlab_env import hosts
+
+    derived = hosts(spec.swanlab_host)
+    return {} if derived is None else {"SWANLAB_API_HOST": derived[0], "SWANLAB_WEB_HOST": derived[1]}
+
+
+def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = lambda where: False) -> SetupReport:
+    """Install swanlab if missing and `install(where)` agrees, log in with the key on stdin, check the login.
+
+    `install` is the user's consent (`--install-missing`, or a yes at a prompt); without it nothing is
+    installed and the missing package is one error naming the fix.
+    """
     where = f"container {spec.container}" if spec.container else "this host"
     report = SetupReport(where)
     proxies = {name: getattr(spec, name) for name in ("http_proxy", "https_proxy") if getattr(spec, name)}
-    env = {**os.environ, **proxies}
-    version = run(_argv(spec, ["swanlab", "--version"]), 60, env=env)
+    hosts_env = _login_env(spec)
+    env = {**os.environ, **proxies, **hosts_env}
+    version = run(_argv(spec, ["python3", "-c", PROBE]), 60, env=env)
     if not version.ok:
-        report.steps.append(f"swanlab missing in {where}: pip install swanlab")
-        install = run(_argv(spec, ["pip", "install", "swanlab"], env_names=tuple(proxies)), 600, env=env)
-        if not install.ok:
-            raise SwanLabSetupError(f"pip install swanlab failed in {where}: {_tail(install)}",
+        if not install(where):
+            raise SwanLabSetupError(f"swanlab is not installed in {where} (python3 there cannot import it); "
+                                    "nothing was installed",
+                                    f"`verl-deploy swanlab login --install-missing` installs {SWANLAB_PIN} there (or install "
+                                    "it yourself)")
+        report.steps.append(f"swanlab missing in {where}: pip install {SWANLAB_PIN}")
+        installed = run(_argv(spec, ["python3", "-m", "pip", "install", SWANLAB_PIN], env_names=tuple(proxies)),
+                        600, env=env)
+        if not installed.ok:
+            raise SwanLabSetupError(f"pip install {SWANLAB_PIN} failed in {where}: {_tail(installed)}",
                                     "check the network or pass --http-proxy/--https-proxy")
         report.installed_now = True
     else:
         report.steps.append(f"swanlab {version.stdout.strip().split()[-1] if version.stdout.strip() else ''} in {where}")
-    login = ["swanlab", "login"] + (["--host", spec.swanlab_host] if spec.swanlab_host else [])
-    result = run(_argv(spec, login, stdin=True), 120, input=key + "\n", env=env)
-    if not result.ok:
-        raise SwanLabSetupError(f"swanlab login failed in {where}: {_tail(result)}",
+    result = run(_argv(spec, ["python3", "-c", LOGIN], stdin=True, env_names=tuple(hosts_env)), 120,
+                 input=key + "\n", env=env)
+    outcome = _login_line(result.stdout)
+    if not result.ok or outcome is None or not outcome.get("ok"):
+        failed = next((line[13:] for line in result.stdout.splitlines() if line.startswith("LOGIN-FAILED ")), None)
+        raise SwanLabSetupError(f"swanlab login failed in {where}: {(failed or _tail(result)).replace(key, '***')}",
                                 "check the API key and --swanlab-host (`verl-deploy check --swanlab yes` tests the host)")
     report.steps.append(f"logged in{' to ' + spec.swanlab_host if spec.swanlab_host else ''} (key on stdin)")
+    if outcome.get("saved"):
+        report.steps.append(f"login verified ({outcome['saved']})")
+        return report
     listing = run(_argv(spec, ["sh", "-c", "ls -a ~/.swanlab 2>/dev/null"]), 60, env=env)
     if not set(listing.stdout.split()) & set(LOGIN_FILES):
         raise SwanLabSetupError(f"swanlab login left no login file in ~/.swanlab ({where})",
                                 "run `swanlab login` by hand there and look at its message")
     report.steps.append("login verified (~/.swanlab)")
     return report
+
+
+def _login_line(stdout: str) -> dict | None:
+    line = next((line for line in stdout.splitlines() if line.startswith("LOGIN ")), None)
+    try:
+        data = json.loads(line[6:]) if line else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

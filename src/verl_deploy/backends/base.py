@@ -69,7 +69,7 @@ class DetachedProcess:
         return {}
 
     def alive(self, handle: dict) -> bool:
-        return process_alive(handle.get("pid")) and exit_code(handle) is None
+        return recorded_alive(handle) and exit_code(handle) is None
 
 
 def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = None, env: dict | None = None) -> dict:
@@ -81,7 +81,12 @@ def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = Non
     process = subprocess.Popen(["bash", "-c", WRAPPER, "verl-deploy-run", *argv], cwd=cwd, env=full_env,
                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-    return {"pid": process.pid, "log": str(log), "exit_file": str(exit_file), "spawned": time.time()}
+    handle = {"pid": process.pid, "log": str(log), "exit_file": str(exit_file), "spawned": time.time()}
+    identity = process_identity(process.pid)
+    if identity is not None:
+        # the cmdline is what the session leader runs once exec'd (this instant it may still be our fork)
+        handle["identity"] = {**identity, "cmdline": ["bash", "-c", WRAPPER, "verl-deploy-run", *argv]}
+    return handle
 
 
 def exit_code(handle: dict) -> int | None:
@@ -100,22 +105,83 @@ def process_alive(pid: int | None) -> bool:
         return False
 
 
-def stop_group(pid: int | None, grace: float = 10.0) -> None:
-    """SIGTERM the process group, SIGKILL what is left after `grace` seconds."""
+def process_identity(pid: int) -> dict | None:
+    """What tells this process from a later one with the same pid: its start time (clock ticks since
+    boot, /proc/PID/stat field 22), its process group (field 5) and its command line; None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode(errors="replace")
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = [part.decode(errors="replace") for part in handle.read().split(b"\0")[:-1]]
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces and ')'
+    try:
+        return {"start_ticks": int(fields[19]), "pgid": int(fields[2]), "cmdline": cmdline}
+    except (IndexError, ValueError):
+        return None
+
+
+def stranger(handle: dict) -> str | None:
+    """Why the process now at the handle's pid is not the one this tool started, or None (it is, or it is gone).
+
+    A pid is reused once its process has ended: after the run's process died (kill -9, a reboot)
+    another program of this user may hold it. Only the start time and process group recorded at
+    start tell them apart; a handle without them (an older record) is matched on its `spawned` time.
+    """
+    pid = handle.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
+        return f"its recorded pid {pid!r} is not a process id" if pid else None
+    live = process_identity(pid)
+    if live is None:
+        return None
+    recorded = handle.get("identity")
+    if isinstance(recorded, dict):
+        if live["start_ticks"] == recorded.get("start_ticks") and live["pgid"] == recorded.get("pgid"):
+            return None
+    else:
+        try:
+            started = psutil.Process(pid).create_time()
+        except psutil.Error:
+            return None
+        spawned = handle.get("spawned")
+        if isinstance(spawned, (int, float)) and abs(started - spawned) < 2.0 and live["pgid"] == pid:
+            return None
+    command = " ".join(live["cmdline"])[:80] or "?"
+    return f"pid {pid} is now another process ({command!r}), not the one this run started"
+
+
+def recorded_alive(handle: dict) -> bool:
+    """The process this tool started for the handle is still running (not a later one with its pid)."""
+    return process_alive(handle.get("pid")) and stranger(handle) is None
+
+
+def stop_group(handle: dict, grace: float = 10.0) -> str | None:
+    """SIGTERM the process group this tool started, SIGKILL what is left after `grace` seconds.
+
+    Nothing is signalled when the pid now belongs to another process (the reason is returned). While
+    the leader is alive its identity is checked; once it has ended, the group id stays reserved by the
+    kernel for as long as any member lives, so signalling the group reaches only members of ours.
+    """
+    pid = handle.get("pid")
     if not pid:
-        return
+        return None
+    why = stranger(handle)
+    if why is not None:
+        return why
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
         try:
             os.killpg(pid, sig)
         except ProcessLookupError:
-            return
+            return None
         except PermissionError:
-            return
+            return None
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if not _group_alive(pid):
-                return
+                return None
             time.sleep(0.05)
+    return None
 
 
 def _group_alive(pgid: int) -> bool:

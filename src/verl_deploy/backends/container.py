@@ -13,6 +13,7 @@ from pathlib import Path
 
 from verl_deploy.backends.base import DetachedProcess, start_detached, stop_group
 from verl_deploy.backends.docker import DockerError, docker, inspect
+from verl_deploy.render import shell_quote
 
 
 RESTART_GRACE = 15.0  # seconds a stopped container is given to come back before it is called stopped
@@ -34,7 +35,7 @@ class DockerBackend(DetachedProcess):
         copied = docker(["cp", "--", f"{scripts_dir}/.", f"{self.container}:{remote}"], timeout=120)
         if copied.returncode != 0:
             raise DockerError(f"docker cp into {self.container}: {copied.stderr.strip()[-200:]}")
-        inner = f"cd {remote} && exec setsid -w bash -c 'echo $$ > {remote}/pid; exec bash start_verl.sh'"
+        inner = start_command(remote)
         reuse = ["-e", "VERL_DEPLOY_REUSE_RAY=1"] if self.reuse_ray else []
         handle = start_detached(["docker", "exec", *reuse, "--", self.container, "bash", "-c", inner], attempt_dir)
         handle.update(container=self.container, remote=remote)
@@ -44,11 +45,9 @@ class DockerBackend(DetachedProcess):
         remote = handle.get("remote")
         if remote:
             # bash, not sh: dash (Ubuntu's and Debian's sh) refuses `kill -- -PGID` ("Illegal number: -")
-            subprocess.run(["docker", "exec", "--", self.container, "bash", "-c",
-                            f"kill -TERM -- -$(cat {remote}/pid) 2>/dev/null; sleep 2; "
-                            f"kill -KILL -- -$(cat {remote}/pid) 2>/dev/null; true"],
+            subprocess.run(["docker", "exec", "--", self.container, "bash", "-c", end_group_in(remote)],
                            capture_output=True, timeout=60, check=False)
-        stop_group(handle.get("pid"), grace=5)
+        stop_group(handle, grace=5)
 
     def explain_end(self, handle: dict) -> dict | None:
         """Why the training ended when its log does not say: the container stopped, restarted or vanished."""
@@ -61,7 +60,7 @@ class DockerBackend(DetachedProcess):
         except DockerError:
             return None
         again = f"then `verl-deploy launch` again with the same --ckpts-dir: it resumes from the last checkpoint"
-        failure = {"phase": None, "retryable": False, "lines": []}
+        failure: dict[str, object] = {"phase": None, "retryable": False, "lines": []}
         if not state.exists:
             return {**failure, "class": "container_gone", "cause": f"container {self.container} was removed while the training "
                     f"ran inside it", "fix": f"create it again (`verl-deploy container create`), {again}"}
@@ -73,3 +72,27 @@ class DockerBackend(DetachedProcess):
             return {**failure, "class": "container_restarted", "cause": f"container {self.container} was restarted at {when}: "
                     f"the training inside it was ended", "fix": f"find out who restarted it (`docker events`), {again}"}
         return None
+
+
+def end_group_in(remote: str) -> str:
+    """A bash command (run in the container) ending the attempt's process group, only while it is ours.
+
+    The pid file names the group leader started in `remote`; once it has ended, that pid may belong to
+    another process in the container, whose working directory is not `remote`: it is left alone. Once
+    checked, the group id stays reserved while any member lives, so the KILL reaches only our group.
+    """
+    quoted = shell_quote(remote)
+    return (f'p="$(cat {quoted}/pid 2>/dev/null)"; case "$p" in ""|*[!0-9]*) exit 0 ;; esac; '
+            f'here="$(cd -- {quoted} 2>/dev/null && pwd -P)"; '
+            f'if [ -n "$here" ] && [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$here" ]; then '
+            f'kill -TERM -- "-$p" 2>/dev/null; sleep 2; kill -KILL -- "-$p" 2>/dev/null; fi; true')
+
+
+def start_command(remote: str) -> str:
+    """The bash command (run in the container) starting the attempt in `remote` as its own process group.
+
+    `remote` holds the run dir, a user's value: it is quoted once and handed to the inner shell as $0,
+    never pasted into a second quoting level.
+    """
+    quoted = shell_quote(remote)
+    return f"cd -- {quoted} && exec setsid -w bash -c 'echo $$ > \"$0/pid\"; exec bash start_verl.sh' {quoted}"

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
 
 POLL_SECONDS = 2.0
 TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
@@ -105,9 +105,9 @@ class KubeRayBackend(DetachedProcess):
             except KubeError:
                 pass
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and exit_code(handle) is None and process_alive(handle.get("pid")):
+        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
             time.sleep(0.2)
-        stop_group(handle.get("pid"), grace=2)
+        stop_group(handle, grace=2)
 
 
 # -- the pump --------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ class LocalBackend(DetachedProcess):
         return handle
 
     def stop(self, handle: dict) -> None:
-        stop_group(handle.get("pid"))
+        stop_group(handle)
         # the Ray head start_verl.sh started for this run (its trap usually did it already), and only that one
         stop_session(started_session(handle.get("log", "")))
         try:

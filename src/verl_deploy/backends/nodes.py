@@ -109,6 +109,18 @@ def start_workers(spec: RunSpec, scripts_dir: str) -> list[dict]:
     return workers
 
 
+def kill_if_ours(pid: str, directory: str) -> str:
+    """A shell command ending the worker at `pid` only while it is ours: started in our scripts folder.
+
+    Once the worker has ended its pid may belong to any later process of the user on that node;
+    that one's working directory is not this attempt's scripts folder, so it is left alone.
+    """
+    # the folder as the kernel names a cwd: symlinks resolved (pwd -P)
+    real = f'"$(cd -- {shlex.quote(directory)} 2>/dev/null && pwd -P)"'
+    same = f'[ -n {real} ] && [ "$(readlink /proc/{pid}/cwd 2>/dev/null)" = {real} ]'
+    return f"{same} && kill {pid} 2>/dev/null; sleep 1; {same} && kill -9 {pid} 2>/dev/null; true"
+
+
 def kill_marked(mark: str) -> str:
     """A shell command ending the processes whose command line names `mark` (a Ray temp dir of ours)."""
     quoted = shlex.quote(mark)
@@ -128,7 +140,6 @@ def stop_workers(workers: list[dict]) -> None:
                     timeout=60)
             continue
         if worker.get("pid") and str(worker["pid"]).isdigit():
-            ssh(worker["host"], f"kill {worker['pid']} 2>/dev/null; sleep 1; kill -9 {worker['pid']} 2>/dev/null; true",
-                timeout=60)
+            ssh(worker["host"], kill_if_ours(str(worker["pid"]), str(worker.get("directory") or "")), timeout=60)
         if mark:
             ssh(worker["host"], kill_marked(mark), timeout=60)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from verl_deploy import rayauth
-from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
 
 SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV}
 LEFT_OUT = ["swanlab.env", rayauth.TOKEN_FILE]  # never uploaded with the working directory
@@ -88,9 +88,9 @@ class RayJobsBackend(DetachedProcess):
         except Exception:  # already gone: nothing to stop
             pass
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and exit_code(handle) is None and process_alive(handle.get("pid")):
+        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
             time.sleep(0.2)  # the pump writes the last lines and the result
-        stop_group(handle.get("pid"), grace=2)
+        stop_group(handle, grace=2)
 
 
 def pump(address: str, job_id: str) -> int:

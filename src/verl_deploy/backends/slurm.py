@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_deploy.backends.base import DetachedProcess, exit_code, process_alive, start_detached, stop_group
+from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
 from verl_deploy.findings import Finding, error
 
 POLL_SECONDS = 2.0
@@ -184,9 +184,9 @@ class SlurmBackend(DetachedProcess):
             except SlurmError:
                 pass
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and exit_code(handle) is None and process_alive(handle.get("pid")):
+        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
             time.sleep(0.2)  # the pump copies the last output and writes the result
-        stop_group(handle.get("pid"), grace=2)
+        stop_group(handle, grace=2)
 
 
 # -- the pump: job state and output -> the run's log, scheduler.json, exit code ------------------------

@@ -597,10 +597,13 @@ def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id o
     from verl_deploy.rayauth import AuthError
 
     try:
-        stop_run(record)
+        why = stop_run(record)
     except AuthError as exc:  # the cluster refused us: its job may still run
         raise fail([error("stop", f"run {record.id} was not stopped (it goes on): {exc.problem}",
                           f"{exc.fix}, then `verl-deploy stop {record.id}` again")]) from None
+    if why:
+        console().print(f"run {record.id}: {escape(why)}; it was not signalled (the training had already "
+                        "ended); the run is marked stopped", soft_wrap=True)
     console().print(f"run {record.id} stopped (checkpoints kept in {record.spec.get('ckpts_dir') or 'the checkpoint directory'})")
 
 

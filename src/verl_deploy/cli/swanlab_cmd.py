@@ -22,9 +22,12 @@ Examples:
 
   verl-deploy swanlab login            # asks for the key (hidden) and remembers it in a 0600 file
 
+  verl-deploy swanlab login --install-missing   # swanlab not there yet: install the pinned version first
+
 Where the key comes from: SWANLAB_API_KEY, else the key remembered by `init` or an earlier login
-(~/.config/verl-deploy/swanlab_api_key, mode 0600), else a hidden prompt. It reaches
-`swanlab login` on standard input only.
+(~/.config/verl-deploy/swanlab_api_key, mode 0600), else a hidden prompt. It reaches swanlab's own
+login (`swanlab.login`, run by the python3 the training uses) on standard input only. A missing
+swanlab is installed (pinned) only with --install-missing or a yes at the prompt.
 """
 
 
@@ -46,15 +49,17 @@ def resolve_key(spec, *, interactive: bool) -> tuple[str, bool]:
 @some_spec_options("config", "container", "swanlab_host", "swanlab_api_key", "http_proxy", "https_proxy")
 def login_command(
     remember: bool = typer.Option(True, "--remember/--no-remember", help="Keep a typed key in the 0600 file."),
+    install_missing: bool = typer.Option(False, "--install-missing",
+                                         help="Install swanlab (a pinned, tested version) if it is missing."),
     **options: Any,
 ) -> None:
-    """Install swanlab if missing, log in with the key on stdin, verify the login."""
+    """Log in to SwanLab where the training runs (key on stdin), verify the login; install swanlab only if asked."""
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import console, fail
     from verl_deploy.findings import UserError, error
     from verl_deploy.secrets import save_swanlab_key
     from verl_deploy.sources import resolve
-    from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
+    from verl_deploy.swanlab_setup import SWANLAB_PIN, SwanLabSetupError, setup_swanlab
 
     try:
         flags, config_file = flags_from(options)
@@ -69,7 +74,13 @@ def login_command(
         path = save_swanlab_key(key)
         console(stderr=True).print(f"[dim]key remembered in {path} (mode 0600)[/]")
     try:
-        report = setup_swanlab(spec, key)
+        def consent(where: str) -> bool:
+            if install_missing:
+                return True
+            return sys.stdin.isatty() and typer.confirm(f"swanlab is not installed in {where}; "
+                                                        f"pip install {SWANLAB_PIN} there?", default=False)
+
+        report = setup_swanlab(spec, key, install=consent)
     except SwanLabSetupError as exc:
         raise fail([error("swanlab", str(exc), exc.fix)]) from None
     out = console()

@@ -187,9 +187,13 @@ def spawn_supervisor(run_id: str) -> int:
 
 
 def supervisor_alive(record: RunRecord) -> bool:
-    from verl_deploy.backends.base import process_alive
+    """The run's supervisor runs: its pid is alive and is `verl_deploy _supervise RUN` (not a later process)."""
+    from verl_deploy.backends.base import process_alive, process_identity
 
-    return process_alive(record.supervisor_pid)
+    if not isinstance(record.supervisor_pid, int) or not process_alive(record.supervisor_pid):
+        return False
+    identity = process_identity(record.supervisor_pid)
+    return identity is not None and identity["cmdline"][-2:] == ["_supervise", record.id]
 
 
 def ensure_supervised(record: RunRecord) -> RunRecord:
@@ -604,18 +608,25 @@ def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
         pass
 
 
-def stop_run(record: RunRecord) -> None:
-    """Stop the run. The backend is asked first whether it can (a cluster that refuses us raises
-    rayauth.AuthError): then nothing is touched, and the run goes on, supervised."""
+def stop_run(record: RunRecord) -> str | None:
+    """End the run's training and mark it stopped. The backend is asked first whether it can (a cluster that
+    refuses us raises rayauth.AuthError): then nothing is touched, and the run goes on, supervised. Returns why
+    nothing was signalled, when its recorded pid now belongs to a process this tool did not start (the training
+    had ended; the run is marked ended too)."""
+    from verl_deploy.backends.base import stranger
+
     if record.current:
         backend_for(record).check_stop(record.current.handle)
     (record.directory / "stop").touch()
     record.state = "stopped"
     _save(record)
+    why = None
     if record.current:
-        stop_attempt(record, record.current)
+        why = stranger(record.current.handle)
+        stop_attempt(record, record.current)  # signals nothing of a stranger (backends check the identity)
         record.current.ended = time.time()
     _save(record)
+    return why
 
 
 def stop_damaged(run_id: str, problem: str) -> str:

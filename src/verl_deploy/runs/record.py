@@ -93,6 +93,33 @@ def disk_full_info(path: Path) -> dict:
     return {"path": str(path), "free_bytes": free, "since": time.time()}
 
 
+RECORD_FILES = ("log", "exit_file", "scheduler_file")  # the handle entries this tool reads as files
+
+
+def path_outside(record: "RunRecord") -> str | None:
+    """The first file the record names that does not resolve inside the run's folder, or None.
+
+    Every file a run writes (attempt logs, exit codes, scheduler state) is under runs/ID/, for every
+    backend; a record naming /etc/shadow, or a train.log that is a symlink out of the folder, would
+    make `logs`, `report`, `status` or `evidence` print whatever it points at. Symlinks are resolved.
+    """
+    base = os.path.realpath(record.directory)
+    for attempt in record.attempts:
+        named = [("log", attempt.log)] + [(key, attempt.handle.get(key)) for key in RECORD_FILES]
+        for key, value in named:
+            if value in (None, ""):
+                continue
+            if not isinstance(value, str) or "\0" in value:
+                return f"attempt {attempt.n}'s {key} is {value!r}, not a path"
+            if not os.path.isabs(value):
+                return f"attempt {attempt.n}'s {key} {value} (a relative path)"
+            resolved = os.path.realpath(value)
+            if not resolved.startswith(base + os.sep):
+                via = f" (a symlink to {resolved})" if resolved != os.path.abspath(value) else ""
+                return f"attempt {attempt.n}'s {key} {value}{via}"
+    return None
+
+
 @dataclass
 class Attempt:
     n: int
@@ -190,6 +217,10 @@ class RunRecord:
             raise RecordError(f"{label} is damaged: {where}: {first['msg'].lower()}") from None
         if record.id != run_id:
             raise RecordError(f"{label} is damaged: it names run {record.id!r}")
+        outside = path_outside(record)
+        if outside:
+            raise RecordError(f"{label} names a file outside the run's folder {record.directory}: {outside}; "
+                              "nothing there was read (a run's logs and state files live in its own folder)")
         return record
 
     def status_document(self) -> dict:

@@ -22,7 +22,7 @@ import yaml
 
 from verl_deploy.verlconfig.locate import ConfigSource, cache_dir
 
-INDEX_FORMAT = 1
+INDEX_FORMAT = 3  # 2: value types; 3: types from the dataclasses' annotations
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,11 @@ class KeyIndex:
     kinds: Mapping[str, str]
     targets: frozenset[str]
     origin: str
+    # path -> "bool" | "int" | "float" | "str": the type of verl's default for a "value" key
+    types: Mapping[str, str] | None = None
+
+    def value_type(self, path: str) -> str | None:
+        return (self.types or {}).get(path)
 
     def kind(self, path: str) -> str | None:
         return self.kinds.get(path)
@@ -76,18 +81,27 @@ def compose(source: ConfigSource, config_name: str, base_config: str, entry: Map
             GlobalHydra.instance().clear()
 
 
-def _walk(node: Any, prefix: str, kinds: dict[str, str], targets: set[str]) -> Iterator[None]:
+def _walk(node: Any, prefix: str, kinds: dict[str, str], targets: set[str],
+          types: dict[str, str], declared=lambda target: {}) -> Iterator[None]:
     if isinstance(node, dict):
         if prefix:
             kinds[prefix] = "dict"
+        fields: dict[str, str] = {}
         if "_target_" in node and prefix:
             targets.add(prefix)
+            fields = declared(str(node["_target_"]))
         for key, value in node.items():
-            yield from _walk(value, f"{prefix}.{key}" if prefix else str(key), kinds, targets)
+            path = f"{prefix}.{key}" if prefix else str(key)
+            yield from _walk(value, path, kinds, targets, types, declared)
+            if str(key) in fields and kinds.get(path) in ("value", "null"):
+                types[path] = fields[str(key)]  # the dataclass's annotation wins over the YAML default's type
     elif isinstance(node, list):
         kinds[prefix] = "list"
     else:
         kinds[prefix] = "null" if node is None else "value"
+        if isinstance(node, (bool, int, float, str)) and not (isinstance(node, str) and "${" in node):
+            # an interpolated default has no type until resolved; a YAML int may be a float field: "number"
+            types[prefix] = "number" if type(node) is int else type(node).__name__
     yield None
 
 
@@ -98,24 +112,28 @@ def build(source: ConfigSource, module: str, config_name: str, base_config: str,
 
     entry, origin = entry_yaml(source, module, config_name, base_config, overlay)
     fingerprint = hashlib.sha256(json.dumps(
-        [INDEX_FORMAT, str(source.root), source.version, config_name, base_config, entry],
+        [INDEX_FORMAT, str(source.root), source.version, config_name, base_config, entry,
+         source.root.joinpath("verl", "workers", "config").is_dir()],  # the dataclasses' source: declared types
         sort_keys=True, default=str).encode()).hexdigest()[:16]
     cached = cache_dir() / "index" / f"{source.version}-{config_name}-{fingerprint}.json"
     if cached.is_file():
         try:
             data = json.loads(cached.read_text(encoding="utf-8"))
             os.utime(cached)  # recently used: the pruning keeps it
-            return KeyIndex(data["kinds"], frozenset(data["targets"]), data["origin"])
+            return KeyIndex(data["kinds"], frozenset(data["targets"]), data["origin"], data["types"])
         except (OSError, ValueError, KeyError):
             pass
     cfg = compose(source, config_name, base_config, entry)
     container = OmegaConf.to_container(cfg, resolve=False)
     kinds: dict[str, str] = {}
     targets: set[str] = set()
-    for _ in _walk(container, "", kinds, targets):
+    types: dict[str, str] = {}
+    from verl_deploy.verlconfig.declared import fields_of
+
+    for _ in _walk(container, "", kinds, targets, types, lambda target: fields_of(source.root, target)):
         pass
-    index = KeyIndex(kinds, frozenset(targets), origin)
-    _write_atomic(cached, {"kinds": kinds, "targets": sorted(targets), "origin": origin})
+    index = KeyIndex(kinds, frozenset(targets), origin, types)
+    _write_atomic(cached, {"kinds": kinds, "targets": sorted(targets), "origin": origin, "types": types})
     prune(cached.parent, keep=INDEX_CACHE_LIMIT)
     return index
 

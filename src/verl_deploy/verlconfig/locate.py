@@ -20,7 +20,10 @@ from pathlib import Path
 
 from verl_deploy.statedir import cache_dir
 
-KEEP_PREFIXES = ("verl/trainer/config/", "verl/experimental/one_step_off_policy/config/", "verl/version/")
+# the configs, and the config dataclasses' source (read, never imported: the types verl declares per key)
+KEEP_PREFIXES = ("verl/trainer/config/", "verl/experimental/one_step_off_policy/config/", "verl/version/",
+                 "verl/workers/config/")
+DATACLASS_DIR = ("verl", "workers", "config")  # a cache made before it was kept is fetched again, once
 
 
 class ConfigUnavailable(Exception):
@@ -79,10 +82,20 @@ def from_installed(version: str) -> ConfigSource | None:
 def from_wheel(version: str, *, download: bool = True, announce=None) -> ConfigSource:
     """The configs of verl==version, fetched from PyPI once and kept in the cache."""
     target = cache_dir() / "verl" / version
-    if (target / "verl" / "trainer" / "config").is_dir():
+    cached = (target / "verl" / "trainer" / "config").is_dir()
+    if cached and (target.joinpath(*DATACLASS_DIR).is_dir() or not download):
         return ConfigSource(version, target, "wheel")
     if not download:
         raise ConfigUnavailable(f"verl {version} configs are not in the cache ({target})")
+    try:
+        return _fetch_wheel(version, target, announce)
+    except ConfigUnavailable:
+        if cached:  # an older cache without the dataclasses: the configs still check keys
+            return ConfigSource(version, target, "wheel")
+        raise
+
+
+def _fetch_wheel(version: str, target: Path, announce=None) -> ConfigSource:
     if announce:
         announce(f"fetching verl {version}'s config files (pip download verl=={version} --no-deps, once)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -102,7 +115,13 @@ def from_wheel(version: str, *, download: bool = True, announce=None) -> ConfigS
                 for name in wheel.namelist():
                     if name.startswith(KEEP_PREFIXES) and not name.endswith("/"):
                         wheel.extract(name, staging)
-            os.replace(staging, target)  # atomic: a half-extracted cache never appears
+            if target.is_dir():  # an older cache: swap it out, then in with the new one
+                old = Path(tempfile.mkdtemp(prefix=f"verl-{version}-old-", dir=target.parent))
+                os.replace(target, old / "cache")
+                os.replace(staging, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(staging, target)  # atomic: a half-extracted cache never appears
         except (OSError, zipfile.BadZipFile) as exc:
             shutil.rmtree(staging, ignore_errors=True)
             if not target.is_dir():

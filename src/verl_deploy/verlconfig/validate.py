@@ -64,7 +64,59 @@ def check_override(override: Override, index: key_index.KeyIndex, is_open=lambda
     if prefix == "+" and kind == "value":
         return [error(field, f"+{key}: the key already exists in verl's config, so Hydra refuses '+'",
                       f"write {key}=... without '+'")]
+    if kind == "value" and override.raw is not None:  # a user's text (a knob's value is the spec's, checked)
+        return check_value(override, index.value_type(key), field)
     return []
+
+
+def _hydra_value(override: Override) -> object:
+    """The value as Hydra hands it to verl's config: 7 an int, 0.5 a float, true a bool, abc or '7' text."""
+    from verl_deploy.hydra_text import _parser
+
+    return _parser().parse_override(override.text()).value()
+
+
+# "number": a YAML int default without a dataclass annotation (it may be a float field)
+ACCEPTS = {"bool": (bool,), "int": (int,), "float": (int, float), "number": (int, float)}
+
+
+def check_value(override: Override, declared: str | None, field: str) -> list[Finding]:
+    """The value against the type of verl's default for the key (and the rollout engine's range)."""
+    from verl_deploy.profiles.value_ranges import out_of_range
+
+    if override.raw is None or "${" in override.raw:
+        return []  # an interpolation is resolved by verl, at start
+    try:
+        value = _hydra_value(override)
+    except Exception:  # the grammar check reports unparsable text
+        return []
+    key = override.key
+    if value is not None and declared in ACCEPTS:
+        wrong = isinstance(value, bool) != (declared == "bool") or not isinstance(value, ACCEPTS[declared])
+        if wrong:
+            shown = override.raw if len(override.raw) <= 40 else override.raw[:37] + "..."
+            want = {"bool": "true or false", "int": "a whole number"}.get(declared, "a number")
+            return [error(field, f"{key}={shown}: verl's config declares {key} as {declared}, and {shown!r} is "
+                          f"{_kind(value)}", f"give {key} {want}")]
+    if declared == "number" and isinstance(value, float) and not value.is_integer():
+        return [warning(field, f"{key}={override.raw}: verl's default for {key} is a whole number (its type is "
+                        "not declared anywhere verl-deploy can read)", f"check that {key} takes a fraction")]
+    why = out_of_range(key, value)
+    if why:
+        return [error(field, f"{key}={override.raw}: {key.rsplit('.', 1)[-1]} {why}", "give a value in that range")]
+    return []
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, float) and not isinstance(value, bool):
+        return "a fraction" if not value.is_integer() else "a float"
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, (list, dict)):
+        return f"a {type(value).__name__}"
+    return "text"
 
 
 def check_grammar(overrides: Iterable[Override]) -> list[Finding]:
