@@ -4,7 +4,7 @@ The host is the tests' fake Ascend host: npu-smi / docker / ray answer with real
 (tests/fakes), a model directory and DAPO parquet files sit under a search root. The machine's
 own network, disk and Python are real.
 
-Run: python benchmarks/check.py [runs]
+Run (after the README's test install, `pip install '.[test]'`): python benchmarks/check.py [runs]
 """
 
 from __future__ import annotations

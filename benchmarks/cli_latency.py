@@ -1,7 +1,7 @@
 """Median wall time of `verl-deploy --help` and of `generate` on the built-in example.
 
 Targets on the 2-core dev machine: --help <= 0.3 s, generate <= 0.6 s (after the first
-run has cached verl's config index). Run: python benchmarks/cli_latency.py [runs]
+run has cached verl's config index). Run (after the README's test install, `pip install '.[test]'`): python benchmarks/cli_latency.py [runs]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the real pipeline and the estimate read as `plan --json` shows it (no calibratio
 predicted right when `fits` is true for "ran" and false for "OOM". Misses are listed with the
 estimate's over-phase, and explained in the README's memory section.
 
-Run: python benchmarks/memory.py [--json]
+Run (after the README's test install, `pip install '.[test]'`): python benchmarks/memory.py [--json]
 """
 
 from __future__ import annotations

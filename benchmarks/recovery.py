@@ -9,7 +9,7 @@
    and with the memory estimate, where a predicted OOM costs nothing (launch starts with the
    features) and a missed one costs the ladder's episode, weighted by benchmarks/memory.py's share.
 
-Run: python benchmarks/recovery.py [runs]   (--simulate: only the simulation)
+Run (after the README's test install, `pip install '.[test]'`): python benchmarks/recovery.py [runs]   (--simulate: only the simulation)
 """
 
 from __future__ import annotations

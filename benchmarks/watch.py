@@ -9,7 +9,7 @@ fixtures, with fresh pids on each repeat) must cost at most 3x a healthy one of 
 (whole process, measured in one run): printed as MiB/s, as the ratio to the healthy log, and
 against `grep -E -c` with the same patterns.
 
-Run: python benchmarks/watch.py [--size-mib 1024] [--dense-mib 256] [--only-dense] [--dir /tmp]
+Run (after the README's test install, `pip install '.[test]'`): python benchmarks/watch.py [--size-mib 1024] [--dense-mib 256] [--only-dense] [--dir /tmp]
 """
 
 from __future__ import annotations

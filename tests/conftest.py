@@ -166,13 +166,26 @@ def ascend_site(tmp_path: Path) -> Path:
     return site
 
 
+TRAIN_ROWS = 512  # more than the default generation batch (96): verl's drop_last loader needs one whole batch
+
+
+def write_train_rows(source: Path, target: Path, rows: int) -> None:
+    """The synthetic DAPO rows repeated to `rows` rows (DAPO-Math-17k itself repeats its prompts)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    copies = -(-rows // table.num_rows)
+    pq.write_table(pa.concat_tables([table] * copies).slice(0, rows), target)
+
+
 @pytest.fixture()
 def npu_host(tmp_path):
     """A fake Ascend host: 8 idle 910B3 (npu-smi fixture), CANN tree, a model and DAPO data under a search root."""
     root = tmp_path / "mnt"
     make_model(root / "models" / "Qwen3-8B", TINY_MODEL)
     (root / "data").mkdir(parents=True)
-    shutil.copy(FIXTURES / "dapo-math-17k.SYNTHETIC.parquet", root / "data" / "dapo-math-17k.parquet")
+    write_train_rows(FIXTURES / "dapo-math-17k.SYNTHETIC.parquet", root / "data" / "dapo-math-17k.parquet", TRAIN_ROWS)
     shutil.copy(FIXTURES / "aime-2024.SYNTHETIC.parquet", root / "data" / "aime-2024.parquet")
     ascend = tmp_path / "Ascend"
     for rel, content in (("ascend-toolkit/set_env.sh", "# CANN\n"), ("nnal/atb/set_env.sh", "# ATB\n"),

@@ -43,7 +43,7 @@ def test_healthy_npu_host_detects_devices_model_data_and_saves_them(npu_host):
     assert detected["train_file"].endswith("dapo-math-17k.parquet") and detected["test_file"].endswith("aime-2024.parquet")
     assert detected["devices"] == list(range(8)) and detected["device"] == "npu"
     assert rows(data, "models")["config.json"]["value"].startswith("Qwen3ForCausalLM, 2 layers")
-    assert "4 rows" in rows(data, "datasets")["train file"]["value"]
+    assert "512 rows" in rows(data, "datasets")["train file"]["value"]
     assert rows(data, "ascend")["CANN"]["value"].startswith("8.3.RC1")
     assert "verl-npu (running" in rows(data, "docker")["containers"]["value"]
     assert data["verdict"].startswith("ready: 8 NPUs free")
@@ -276,3 +276,19 @@ def test_human_output_has_a_table_per_area_and_a_verdict(npu_host):
         assert title in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("ready: 8 NPUs free")
     assert " s" in result.stdout.splitlines()[0]  # --verbose: seconds per probe
+
+
+def test_a_train_file_smaller_than_one_generation_batch_is_an_error(npu_host, tmp_path):
+    """verl's loader drops the incomplete batch (drop_last) and stops with 'Train dataloader is empty!' only after
+    loading the model: check says so first, and names the flags that fit the file."""
+    from conftest import FIXTURES, write_train_rows
+
+    small = tmp_path / "small.parquet"
+    write_train_rows(FIXTURES / "dapo-math-17k.SYNTHETIC.parquet", small, 64)
+    result, data = check_json(npu_host, "--train-file", str(small), "--batch-size", "32")  # generation batch 96
+    row = rows(data, "datasets")["train file"]
+    assert result.returncode == 1 and row["status"] == "error", row
+    assert "64 rows" in row["value"] and "96" in row["value"] and "Train dataloader is empty!" in row["value"]
+    assert "--gen-batch-size" in row["fix"]
+    result, data = check_json(npu_host, "--train-file", str(small), "--batch-size", "16", "--gen-batch-size", "64")
+    assert rows(data, "datasets")["train file"]["status"] == "ok"

@@ -222,7 +222,11 @@ def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
     """Say where the launch differs from verl's own DAPO / one-step-off scripts, and why (profiles/base.py)."""
-    return [info("mode", "differs from verl's own scripts: " + "; ".join(DAPO_SCRIPT_DIFFERENCES),
+    differences = DAPO_SCRIPT_DIFFERENCES
+    if spec.device == "npu" and spec.sources.get("gpu_memory_utilization", "").startswith("default ("):
+        differences = (f"rollout.gpu_memory_utilization {spec.gpu_memory_utilization:g}, not 0.9 (vllm-ascend "
+                       "KV-cache OOM; lowered further on retry)", *differences)
+    return [info("mode", "differs from verl's own scripts: " + "; ".join(differences),
                  "override any of them with --override KEY=VALUE", area="dapo")]
 
 

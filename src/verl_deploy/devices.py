@@ -65,3 +65,17 @@ GPU = Platform(
 
 PLATFORMS = {"npu": NPU, "gpu": GPU}
 MAX_DEVICES_PER_NODE = {"npu": 16, "gpu": 16}
+
+
+def rollout_memory_default(device: str, engine: str) -> tuple[float, str]:
+    """(rollout.gpu_memory_utilization, why) for a device kind and rollout engine, when the user gives none.
+
+    Each kind has its own reason: a default chosen for one must not be justified by another's problem.
+    """
+    if device == "npu":
+        return 0.6, ("NPU: vllm-ascend runs out of KV-cache memory at verl's NPU scripts' 0.9 beside the sleeping "
+                     "actor; lowered further on a KV-cache OOM")
+    if engine == "sglang":
+        return 0.6, "GPU + SGLang: the middle of verl's SGLang example scripts (0.5-0.85)"
+    return 0.8, ("GPU + vLLM: what verl's GPU DAPO scripts set (recipe/dapo/test_dapo_7b_math.sh, "
+                 "run_dapo_qwen2.5_32b.sh at v0.7.0)")

@@ -239,6 +239,13 @@ def resolve(
         values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
         sources["run_dir"] = "derived from verl_dir (no container: the training runs from that checkout)"
     _version_from_the_tree_that_runs(values, sources)
+    if values.get("gpu_memory_utilization") is None:
+        from verl_deploy.devices import rollout_memory_default
+
+        device = str(values.get("device") or "npu").strip().lower()
+        engine = str(values.get("rollout_engine") or "vllm").strip().lower()
+        values["gpu_memory_utilization"], why = rollout_memory_default(device, engine)
+        sources["gpu_memory_utilization"] = f"default ({why})"
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
         values["train_pp"], sources["train_pp"] = 1, "derived"

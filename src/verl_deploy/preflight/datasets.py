@@ -95,6 +95,22 @@ def judge_datasets(area: Area, context: Context) -> None:
             if "does not exist" in message and area.data.get("candidates"):
                 fix = "found here: " + ", ".join(area.data["candidates"][:4])
             getattr(area, level)(label, message, fix)
+        if not problems and label == "train file" and _too_few_rows(area, label, path, facts, spec):
+            continue
         if not problems:
             sources = ", ".join(facts.get("data_sources", []))
             area.ok(label, f"{path}: {facts['rows']:,} rows, {facts['size_mb']} MB, data_source {sources}")
+
+
+def _too_few_rows(area: Area, label: str, path: str, facts: dict, spec) -> bool:
+    """verl's train loader draws the generation batch with drop_last=True and asserts it is not empty
+    (ray_trainer.py _create_dataloader: "Train dataloader is empty!"), after the model is loaded."""
+    rows = facts.get("rows") or 0
+    batch = spec.effective_gen_batch_size if spec.mode == "dapo" else spec.batch_size
+    if not rows or rows >= batch:
+        return False
+    flag = "--gen-batch-size" if spec.mode == "dapo" else "--batch-size"
+    area.error(label, f"{path} has {rows:,} rows, fewer than one batch of {batch} prompts: verl's loader drops the "
+               "incomplete batch and stops with 'Train dataloader is empty!' after loading the model",
+               f"use a larger train file, or lower {flag} (and --batch-size) to at most {rows}")
+    return True

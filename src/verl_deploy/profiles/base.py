@@ -246,7 +246,6 @@ def filter_groups_overlay() -> dict[str, Any]:
 # use_torch_compile False on NPU. Shown by `plan` as one line.
 DAPO_SCRIPT_DIFFERENCES: tuple[str, ...] = (
     "algorithm.filter_groups.enable stays on (the NPU scripts turn DAPO's dynamic sampling off)",
-    "rollout.gpu_memory_utilization 0.6, not 0.9 (vllm-ascend KV-cache OOM; lowered further on retry)",
     "no Ulysses sequence parallel (the FSDP NPU scripts use sp=2 and token budgets / 2)",
     "data.shuffle stays on; entropy_checkpointing and fsdp forward_prefetch are left at verl's defaults",
     "no model.override_config dropout overrides (Qwen3's config already has attention_dropout 0)",
