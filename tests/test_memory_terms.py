@@ -278,3 +278,26 @@ def test_parameter_count_matches_the_real_model_definition(name):
         real = sum(p.numel() for p in transformers.AutoModelForCausalLM.from_config(config).parameters())
     # ours leaves out the per-head q/k norms (Qwen3) and the q/k/v biases (Qwen2): < 0.01 %
     assert shape_from_config(data).params() == pytest.approx(real, rel=1e-4)
+
+
+def test_typical_and_worst_case_and_the_response_length_where_it_stops_fitting(tmp_path):
+    """Fixed micro-batches: the worst step has every response at the maximum; the estimate also says where
+    (by response length) the run starts to run out of memory, and that boundary is exact to the token."""
+    from dataclasses import replace
+
+    from verl_deploy.memory.device_memory import device_memory
+    from verl_deploy.memory.estimate import build
+
+    setup, shape, prepared = setup_and_shape(tmp_path, "Qwen3-8B", max_response_length=20480,
+                                             features=["-dynamic_batch"])
+    lengths = prepared.memory.lengths
+    assert lengths is not None and not lengths.budget_bound
+    assert lengths.worst_fits is False and lengths.typical_fits is True
+    assert lengths.typical_peak_gb < lengths.worst_peak_gb
+    boundary = lengths.oom_response_len
+    assert lengths.typical_response_len < boundary <= 20480
+    device = device_memory(prepared.spec.device, prepared.spec.device_memory_gb, "spec", prepared.spec.device_name)
+    assert build(shape, replace(setup, response_len=boundary - 1), device, None).fits
+    assert not build(shape, replace(setup, response_len=boundary), device, None).fits
+    dynamic = setup_and_shape(tmp_path / "dyn", "Qwen3-8B", max_response_length=20480)[2].memory.lengths
+    assert dynamic.budget_bound and dynamic.typical_peak_gb == dynamic.worst_peak_gb

@@ -43,6 +43,17 @@ def show_memory(prepared: Prepared, *, stderr: bool = False) -> None:
     if estimate.host_total_gb is not None:
         host += f" of {estimate.host_total_gb:.0f} GiB" + (" [red](too much)[/]" if estimate.host_fits is False else "")
     out.print(host)
+    lengths = estimate.lengths
+    if lengths is not None and lengths.budget_bound:
+        out.print("[dim]responses: dynamic batching packs each micro-batch to its token budget, so the peak above "
+                  "holds whatever the response lengths[/]")
+    elif lengths is not None:
+        line = (f"responses: typical step ({lengths.typical_response_len} tokens, assumed) {lengths.typical_peak_gb:.1f} "
+                f"GiB, worst step (all {lengths.max_response_len}) {lengths.worst_peak_gb:.1f} GiB")
+        if lengths.oom_response_len:
+            line += (f"; [yellow]runs out of memory once a micro-batch's responses reach about "
+                     f"{lengths.oom_response_len} tokens[/] (turn dynamic_batch on, or add what 'would fit' names)")
+        out.print(line)
     if estimate.fits:
         out.print("[green]fits[/]" + (" (with the features the estimate added)" if prepared.spec.estimate_features else ""))
     else:

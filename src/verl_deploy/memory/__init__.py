@@ -14,7 +14,7 @@ from pathlib import Path
 from verl_deploy.memory import calibration
 from verl_deploy.memory.device_memory import device_memory
 from verl_deploy.memory.estimate import (MEMORY_FEATURES, MemoryEstimate, build, find_alternative, find_needs,
-                                         memory_features_on)
+                                         length_outlook, memory_features_on)
 from verl_deploy.memory.model import load_shape
 from verl_deploy.memory.setup import Setup, setup_from_plan
 
@@ -73,6 +73,10 @@ def estimate_plan(plan, *, use_calibration: bool = True,
         if not estimate.observed:  # a seen OOM is not fixed by knobs the model alone suggests
             estimate.alternatives = find_alternative(shape, setup, device)
     estimate.assumptions = assumptions(setup, how, device)
+    try:
+        estimate.lengths = length_outlook(shape, setup, device)
+    except Exception:  # advice on top of advice: never the reason an estimate is missing
+        estimate.lengths = None
     return estimate, how
 
 

@@ -45,6 +45,7 @@ class MemoryEstimate:
     observed: dict[str, str] = field(default_factory=dict)  # phase -> what the calibration log says
     model: str = ""
     layout: str = ""
+    lengths: "LengthOutlook | None" = None  # typical vs worst case, and the response length where it stops fitting
 
     @property
     def limit_gb(self) -> float:
@@ -97,7 +98,60 @@ class MemoryEstimate:
             "alternatives": list(self.alternatives), "assumptions": list(self.assumptions),
             "model": self.model, "layout": self.layout,
             "observed": dict(self.observed),  # phase -> the calibration lesson that applied (which run, when)
+            "lengths": None if self.lengths is None else self.lengths.to_dict(),
         }
+
+
+@dataclass(frozen=True)
+class LengthOutlook:
+    """The step at the response length a run typically reaches vs the worst step, and where it stops fitting.
+
+    Fixed micro-batches hold micro x (prompt + response) tokens: a step with the typical response length
+    needs less than the worst one, where every response is at the maximum. Dynamic batching packs each
+    micro-batch up to its token budget, so its worst case is the budget whatever the responses are.
+    """
+    max_response_len: int
+    typical_response_len: int
+    typical_peak_gb: float
+    typical_fits: bool
+    worst_peak_gb: float
+    worst_fits: bool
+    oom_response_len: int | None  # the shortest response length at which a phase no longer fits; None: never
+    budget_bound: bool  # dynamic batching: the budget, not the response length, sizes the training phases
+    assumed: str  # where typical_response_len came from
+
+    def to_dict(self) -> dict:
+        return {"max_response_len": self.max_response_len, "typical_response_len": self.typical_response_len,
+                "typical_peak_gb": round(self.typical_peak_gb, 2), "typical_fits": self.typical_fits,
+                "worst_peak_gb": round(self.worst_peak_gb, 2), "worst_fits": self.worst_fits,
+                "oom_response_len": self.oom_response_len, "budget_bound": self.budget_bound,
+                "assumed": self.assumed}
+
+
+def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory, typical_len: int | None = None) -> LengthOutlook:
+    """Typical and worst case by response length, and the shortest length that no longer fits (bisection:
+    each term grows with the response length, so the first length over the limit is the boundary)."""
+    from dataclasses import replace
+
+    def at(length: int) -> MemoryEstimate:
+        return build(m, replace(s, response_len=length), device, None)
+
+    worst = build(m, s, device, None)
+    assumed = "half the maximum response length (DAPO logs the real mean as response_length/mean)"
+    typical_len = max(1, min(s.response_len, typical_len or s.response_len // 2))
+    typical = at(typical_len)
+    oom: int | None = None
+    if not worst.fits:
+        low, high = 1, s.response_len  # at(high) does not fit
+        if not at(low).fits:
+            oom = 0
+        else:
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if at(middle).fits else (low, middle)
+            oom = high
+    return LengthOutlook(s.response_len, typical_len, typical.peak_gb, typical.fits, worst.peak_gb, worst.fits, oom,
+                         s.dynamic_bsz, assumed)
 
 
 def host_gb_per_node(m: ModelShape, s: Setup) -> float:
