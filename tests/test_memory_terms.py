@@ -108,7 +108,9 @@ def test_megatron_moe_terms_with_expert_parallel(tmp_path):
     assert (s.ep, s.etp, s.dp) == (4, 4, 4)
     rank = MOE_DENSE / 4 + MOE_EXPERTS / (4 * 4)
     assert terms.actor_params(m, s).bytes == rank * 2
-    assert terms.optimizer_states(m, s).bytes == rank * 12 / 4  # distributed optimizer over DP 4
+    # distributed optimizer: dense over DP x CP = 16 / (TP 4 x PP 1) = 4, experts over the expert-DP group
+    # 16 / (EP 4 x ETP 4 x PP 1) = 1 (megatron-core's expert_data_parallel_group)
+    assert terms.optimizer_states(m, s).bytes == pytest.approx((MOE_DENSE / 4 / 4 + MOE_EXPERTS / 16 / 1) * 12)
     assert terms.kv_per_token(m, s).bytes == 48 * 4 * 128 * 2 * 2 / 4
     moe_layer = 2 * (5 * 2048 + 2 * 4096 + 2 * 512 + 4 * 8 * 768 + 2 * 8 * 2048)  # top-8 experts + token permutation
     assert terms.layer_activation_bytes(m) == moe_layer
@@ -149,7 +151,7 @@ def test_free_cache_engine_off_keeps_the_engine_share_during_training(tmp_path):
     _, _, asleep = setup_and_shape(tmp_path / "a", "Qwen3-8B", **base)
     _, _, awake = setup_and_shape(tmp_path / "b", "Qwen3-8B", **base,
                                   overrides=[f"{A}rollout.free_cache_engine=False"])
-    share = 0.6 * asleep.memory.device.usable_gb
+    share = asleep.spec.gpu_memory_utilization * asleep.memory.device.usable_gb  # GPU + vLLM default: 0.8
     overhead = terms.engine_overhead(setup_from_plan(asleep.plan)).gb
     for phase in ("log_prob", "actor_update"):
         assert awake.memory.phase_gb(phase) - asleep.memory.phase_gb(phase) == pytest.approx(share - overhead)
@@ -301,3 +303,23 @@ def test_typical_and_worst_case_and_the_response_length_where_it_stops_fitting(t
     assert not build(shape, replace(setup, response_len=boundary), device, None).fits
     dynamic = setup_and_shape(tmp_path / "dyn", "Qwen3-8B", max_response_length=20480)[2].memory.lengths
     assert dynamic.budget_bound and dynamic.typical_peak_gb == dynamic.worst_peak_gb
+
+
+def test_megatron_moe_optimizer_shards_experts_over_expert_data_parallel(tmp_path):
+    """megatron-core's distributed optimizer: dense params over DP x CP (world / (TP x PP)), expert params over the
+    expert-data-parallel group (world / (EP x ETP x PP)); with EP 8 on 8 devices each expert shard has no DP peer."""
+    from dataclasses import replace
+
+    from verl_deploy.memory import terms
+
+    setup, shape, _ = setup_and_shape(tmp_path, "Qwen3-30B-A3B", framework="megatron", devices="0-7", train_tp=4,
+                                      train_pp=1, allow_tp_mismatch=True)
+    moe = replace(setup, ep=8, etp=1, cp=1, distributed_optimizer=True, optimizer_offload_fraction=0.0)
+    dense_dp, expert_dp = moe.world // (moe.tp * moe.pp), moe.world // (moe.ep * moe.etp * moe.pp)
+    assert (dense_dp, expert_dp) == (2, 1)
+    expected = (shape.dense_params() / 4 / dense_dp + shape.expert_params() / 8 / expert_dp) * 12
+    assert terms.optimizer_states(shape, moe).bytes == pytest.approx(expected)
+    # context parallel is inside the dense optimizer's group: CP 2 does not halve the shards again
+    with_cp = replace(moe, cp=2)
+    assert terms.optimizer_states(shape, with_cp).bytes == pytest.approx(expected)
+    assert "expert-DP 1" in terms.optimizer_states(shape, moe).formula

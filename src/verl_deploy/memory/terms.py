@@ -71,13 +71,21 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
     """Adam: FSDP 8 B/param (moments; the fp32 params are the master copy), Megatron 12 B/param."""
     if s.framework == "fsdp":
         return Term(m.params() * 8 / s.fsdp_shards, f"{_b(m.params())} x 8 B (Adam m, v fp32) / {s.fsdp_shards} shards")
-    shards = s.dp if s.distributed_optimizer else 1
+    # megatron-core's distributed optimizer shards dense params over the data-parallel group with context
+    # parallel (world / (TP x PP)) and expert params over the expert-data-parallel group (world / (EP x ETP x PP)),
+    # megatron/core/optimizer/__init__.py get_megatron_optimizer (expert_data_parallel_group for expert buffers)
+    dense = m.dense_params() / (s.tp * s.pp)
+    experts = m.expert_params() / (s.ep * s.etp * s.pp)
+    dense_shards = max(1, s.world // max(1, s.tp * s.pp)) if s.distributed_optimizer else 1
+    expert_shards = max(1, s.world // max(1, s.ep * s.etp * s.pp)) if s.distributed_optimizer else 1
     on_device = 1.0 - min(1.0, max(0.0, s.optimizer_offload_fraction))
-    text = f"this rank's params x 12 B (fp32 master + Adam m, v) / DP {shards}" + \
+    text = f"this rank's params x 12 B (fp32 master + Adam m, v) / DP x CP {dense_shards}" + \
         ("" if s.distributed_optimizer else " (no distributed optimizer)")
+    if experts:
+        text += f"; experts / expert-DP {expert_shards}"
     if on_device < 1:
         text += f" x {on_device:g} on device (optimizer_offload_fraction {s.optimizer_offload_fraction:g})"
-    return Term(megatron_shard_params(m, s) * 12 / shards * on_device, text)
+    return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text)
 
 
 def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
