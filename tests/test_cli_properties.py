@@ -32,6 +32,7 @@ from verl_deploy.sources import ENV_VARS
 from verl_deploy.spec import field_names
 
 from conftest import VERL_BIN
+from test_launch import trainer  # noqa: F401  (a fixture: the stand-in trainer as verl)
 
 RUNNER = CliRunner()
 SECONDS_PER_RUN = 30  # generous for a loaded 2-core machine; a hang or an expansion blows far past it
@@ -177,7 +178,7 @@ def test_real_processes_stay_bounded_on_what_used_to_blow_up(tmp_path, args):
 # -- log content (issue 22): what a training writes never breaks a view, a supervisor, or the terminal ---------
 
 # no shrinking: one example runs seven commands (a report draws plots); the failing log is printed as found
-LOG_PROFILE = settings(max_examples=int(os.environ.get("VERL_DEPLOY_LOG_PROPERTY_EXAMPLES", "12")), deadline=None,
+LOG_PROFILE = settings(max_examples=int(os.environ.get("VERL_DEPLOY_LOG_PROPERTY_EXAMPLES", "8")), deadline=None,
                        derandomize=bool(os.environ.get("CI")),
                        phases=[Phase.explicit, Phase.reuse, Phase.generate],
                        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
@@ -270,3 +271,25 @@ def test_log_content_never_breaks_a_view_nor_reaches_the_terminal_raw(tmp_path_f
         assert result.exception is None or isinstance(result.exception, SystemExit), (args, repr(result.exception))
         assert "Traceback" not in result.output and elapsed < SECONDS_PER_RUN, (args, elapsed)
         assert not raw_controls(result.output), (args, raw_controls(result.output))
+
+
+@settings(max_examples=int(os.environ.get("VERL_DEPLOY_LIVE_PROPERTY_EXAMPLES", "1")), deadline=None,
+          derandomize=bool(os.environ.get("CI")), phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(content=LOGS)
+def test_log_content_never_stops_a_live_supervisor(trainer, content):
+    """The stand-in trainer writes the generated lines into its real log mid-run; `launch --follow` watches."""
+    from test_launch import launch
+
+    n = next(counter)
+    lines = trainer["host"]["tmp"] / f"lines-{n}.txt"
+    lines.write_bytes(content)
+    result = launch(trainer, "--follow", "--ckpts-dir", str(trainer["ckpts"]) + f"-{n}",
+                    env={"STANDIN_LINES_FILE": str(lines), "STANDIN_LINES_STEP": "2"})
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    assert not raw_controls(result.stdout + result.stderr), raw_controls(result.stdout + result.stderr)
+    shown = subprocess.run([*VERL_BIN, "status", "--json"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **trainer["env"]})
+    final = json.loads(shown.stdout)
+    assert final["state"] in ("succeeded", "failed") and final["supervisor_deaths"] == [], final
+    assert final["attempts"][0]["exit_code"] == 0  # the training ran to its end, watched all the way
