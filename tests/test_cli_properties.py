@@ -22,7 +22,7 @@ from typing import Optional
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -32,6 +32,7 @@ from verl_deploy.sources import ENV_VARS
 from verl_deploy.spec import field_names
 
 from conftest import VERL_BIN
+from test_launch import trainer  # noqa: F401  (a fixture: the stand-in trainer as verl)
 
 RUNNER = CliRunner()
 SECONDS_PER_RUN = 30  # generous for a loaded 2-core machine; a hang or an expansion blows far past it
@@ -172,3 +173,123 @@ def test_real_processes_stay_bounded_on_what_used_to_blow_up(tmp_path, args):
     assert len(errors) == 1 and " — fix: " in errors[0], result.stderr
     assert time.monotonic() - started < SECONDS_PER_RUN
     assert list(tmp_path.iterdir()) == []
+
+
+# -- log content (issue 22): what a training writes never breaks a view, a supervisor, or the terminal ---------
+
+# no shrinking: one example runs seven commands (a report draws plots); the failing log is printed as found
+LOG_PROFILE = settings(max_examples=int(os.environ.get("VERL_DEPLOY_LOG_PROPERTY_EXAMPLES", "8")), deadline=None,
+                       derandomize=bool(os.environ.get("CI")),
+                       phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                              HealthCheck.data_too_large])
+NUMBERS = st.one_of(st.integers(-10**30, 10**30).map(str), st.integers(1, 6000).map(lambda n: "9" * n),
+                    st.floats().map(repr), st.sampled_from(["1.2.3", "1e999", "-0", "nan", "inf", "0x1f", "١٢٣", "", "."]))
+ESCAPES = st.sampled_from(["\x1b]0;title\x07", "\x1b]52;c;ZWNobw==\x07", "\x1b[2J", "\x1b[31m", "\x1b]8;;http://x\x07",
+                           "\r", "\x08", "\x9b31m", "\u202e", "\x1b", "\x07", "\x00", "\x1b[0m", "\x1bc"])
+TEMPLATES = ["step:{n} - critic/score/mean:{v} - timing_s/step:{v} - {e}:{v}",
+             "Training Progress: {p}%|#| {n}/{v} [00:01<00:02, {v}s/it]",
+             "local_global_step_folder: /c/global_step_{n}{e}", "Setting global step to {n}", "Total training steps: {n}",
+             "swanlab: View run at https://swanlab.cn/{e}x", "{e}swanlab watch /tmp/{e}",
+             "RuntimeError: NPU out of memory. Tried to allocate {v} GiB ({n} GiB total capacity; {v} GiB free; "
+             "{v} GiB reserved in total by PyTorch) {e}"]
+LOG_LINES = st.one_of(
+    st.builds(lambda template, n, v, e, prefix: (prefix + template.format(n=n, v=v, e=e, p=n[:3])).encode(),
+              st.sampled_from(TEMPLATES), NUMBERS, NUMBERS, ESCAPES,
+              st.sampled_from(["", "(TaskRunner pid=1) ", "(WorkerDict pid=99999999999999999999999) "])),
+    st.binary(max_size=300),
+    st.builds(lambda escape, count: (escape * count).encode(), ESCAPES, st.integers(1, 50)),
+    st.integers(0, 300_000).map(lambda size: b"x" * size))
+LOGS = st.lists(LOG_LINES, max_size=25).map(lambda lines: b"\n".join(lines) + b"\n")
+
+
+def raw_controls(text: str) -> set[str]:
+    """Control characters that would act on a terminal (newline and tab only lay text out)."""
+    return {hex(ord(c)) for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7F <= ord(c) < 0xA0
+            or c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"}
+
+
+class _Environ:
+    """os.environ for the in-process record code (runs_dir() reads it), restored after."""
+
+    def __init__(self, **values: str):
+        self.values, self.saved = values, {}
+
+    def __enter__(self):
+        self.saved = {key: os.environ.get(key) for key in self.values}
+        os.environ.update(self.values)
+
+    def __exit__(self, *exc):
+        for key, value in self.saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def record_as_the_supervisor_writes_it(log: Path, run_id: str) -> None:
+    """Follow the log with the supervisor's own reader and scanner, then publish and diagnose as it does."""
+    from verl_deploy.runs.control import _failure_dict, _publish
+    from verl_deploy.runs.record import Attempt, RunRecord
+    from verl_deploy.watch.diagnosis import diagnose
+    from verl_deploy.watch.follow import LogFollower
+    from verl_deploy.watch.scan import LogScanner
+
+    record = RunRecord(id=run_id, backend="local", spec={"mode": "colocate", "framework": "megatron", "device": "npu"},
+                       attempts=[Attempt(n=1, features=[], reason="launch", log=str(log))])
+    scanner, follower = LogScanner(eager=True), LogFollower(log)
+    block = follower.read_block(limit=65536)
+    while block:
+        scanner.feed(block)
+        block = follower.read_block(limit=65536)
+    scanner.feed(follower.take_partial())
+    _publish(record, scanner, follower.offset)
+    verdict = diagnose(scanner)
+    record.failure = _failure_dict(verdict)
+    record.state = "failed" if verdict.failed else "succeeded"
+    record.save()
+
+
+@LOG_PROFILE
+@given(content=LOGS)
+def test_log_content_never_breaks_a_view_nor_reaches_the_terminal_raw(tmp_path_factory, content):
+    work = tmp_path_factory.mktemp("logs")
+    log = work / "train.log"
+    log.write_bytes(content)
+    state = work / "state"
+    with _Environ(VERL_DEPLOY_STATE_DIR=str(state)):
+        record_as_the_supervisor_writes_it(log, "20260101-000000-beef")
+    env = {"COLUMNS": "200", "VERL_DEPLOY_STATE_DIR": str(state)}
+    for args in (["status", "20260101"], ["status", "20260101", "--json"], ["logs", "20260101"],
+                 ["logs", "20260101", "--errors"], ["diagnose", str(log)], ["diagnose", str(log), "--json"],
+                 ["report", "20260101", "--output", str(work / "report")]):
+        started = time.monotonic()
+        result = RUNNER.invoke(app, args, env=env)
+        elapsed = time.monotonic() - started
+        # diagnose exits 1 for a log that shows a failure: a verdict, not a refusal
+        assert result.exit_code in (0, 1, 2), (args, result.exit_code, result.output[-2000:])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, repr(result.exception))
+        assert "Traceback" not in result.output and elapsed < SECONDS_PER_RUN, (args, elapsed)
+        assert not raw_controls(result.output), (args, raw_controls(result.output))
+
+
+@settings(max_examples=int(os.environ.get("VERL_DEPLOY_LIVE_PROPERTY_EXAMPLES", "1")), deadline=None,
+          derandomize=bool(os.environ.get("CI")), phases=[Phase.explicit, Phase.reuse, Phase.generate],
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
+@given(content=LOGS)
+def test_log_content_never_stops_a_live_supervisor(trainer, content):
+    """The stand-in trainer writes the generated lines into its real log mid-run; `launch --follow` watches."""
+    from test_launch import launch
+
+    n = next(counter)
+    lines = trainer["host"]["tmp"] / f"lines-{n}.txt"
+    lines.write_bytes(content)
+    result = launch(trainer, "--follow", "--ckpts-dir", str(trainer["ckpts"]) + f"-{n}",
+                    env={"STANDIN_LINES_FILE": str(lines), "STANDIN_LINES_STEP": "2"})
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    assert not raw_controls(result.stdout + result.stderr), raw_controls(result.stdout + result.stderr)
+    shown = subprocess.run([*VERL_BIN, "status", "--json"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **trainer["env"]})
+    final = json.loads(shown.stdout)
+    assert final["state"] in ("succeeded", "failed") and final["supervisor_deaths"] == [], final
+    assert final["attempts"][0]["exit_code"] == 0  # the training ran to its end, watched all the way

@@ -70,6 +70,8 @@ def test_hostile_lines_in_a_live_run_are_skipped_and_counted_and_the_oom_after_t
         no_traceback(shown)
         no_control(shown.stdout + shown.stderr)
         assert shown.returncode in (0, 1), (command, shown.stderr[-2000:])
+    human = " ".join(run_cli("status", final["id"], env=trainer["env"]).stdout.split())
+    assert f"{skipped['count']} log line(s) could not be read" in human
     raw = run_cli("logs", final["id"], "--attempt", "1", "--raw", env=trainer["env"])
     assert "\x1b]0;owned title\x07" in raw.stdout  # asked for raw: as written
     shown = run_cli("logs", final["id"], "--attempt", "1", env=trainer["env"]).stdout
@@ -156,3 +158,26 @@ def test_a_restarted_supervisor_resumes_past_the_line_its_predecessor_died_on(tr
     assert final["state"] == "succeeded" and final["step"] == 8
     assert final["unreadable_lines"]["count"] == 1
     assert "previous supervisor died reading this line" in final["unreadable_lines"]["first"]["why"]
+
+
+def test_a_supervisor_that_died_three_times_at_the_same_place_is_not_restarted(tmp_path):
+    from verl_deploy.runs.record import Attempt, RunRecord
+
+    log = tmp_path / "train.log"
+    log.write_text("step:1 - critic/score/mean:0.1\n")
+    death = {"time": 1.0, "error": "ValueError: the same line", "attempt": 1, "offset": 0}
+    env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
+    saved = os.environ.get("VERL_DEPLOY_STATE_DIR")
+    os.environ.update(env)
+    try:
+        RunRecord(id="20260101-000000-dead", backend="local", spec={}, state="supervisor_died",
+                  attempts=[Attempt(n=1, features=[], reason="launch", log=str(log))],
+                  supervisor_deaths=[death] * 3).save()
+    finally:
+        os.environ.pop("VERL_DEPLOY_STATE_DIR") if saved is None else os.environ.update(VERL_DEPLOY_STATE_DIR=saved)
+    data = json.loads(run_cli("status", "20260101", "--json", env=env).stdout)
+    assert data["state"] == "supervisor_died" and len(data["supervisor_deaths"]) == 3
+    human = run_cli("status", "20260101", env=env)
+    assert "not restarted (it died the same way 3 times)" in " ".join(human.stdout.split()), human.stdout
+    record = json.loads((tmp_path / "state" / "runs" / "20260101-000000-dead" / "run.json").read_text())
+    assert record["supervisor_pid"] is None  # nothing was started

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_deploy import boundedread
+from verl_deploy.textnumbers import int_of
 
 TRACKER = "latest_checkpointed_iteration.txt"
 FSDP_SHARD = re.compile(r"^(model|optim|extra_state)_world_size_(\d+)_rank_(\d+)\.pt$")
@@ -47,7 +48,7 @@ class ResumePoint:
 def tracked_step(ckpts_dir: str | Path) -> int | None:
     try:
         raw = boundedread.read_bytes(Path(ckpts_dir) / TRACKER, 64, head=True)  # never blocks on a FIFO
-        return int(raw.decode("utf-8", errors="replace").strip())
+        return int_of(raw.decode("utf-8", errors="replace"))  # at most 18 digits: a step, not any text
     except (OSError, ValueError):
         return None
 

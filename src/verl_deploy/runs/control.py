@@ -335,9 +335,8 @@ def _death_line(record: RunRecord) -> int | None:
     return int(last["offset"])
 
 
-def _feed(scanner, block: bytes, base: int, skip_at: int | None, where: dict) -> None:
+def _feed(scanner, block: bytes, base: int, skip_at: int | None) -> None:
     """Feed one block read at offset `base`; the line at `skip_at` (where a supervisor died) is skipped, counted."""
-    where["base"] = base
     if skip_at is None or not base <= skip_at < base + len(block):
         scanner.feed(block)
         return
@@ -362,16 +361,14 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, 
     fatal: list[tuple[float, FailureSeen]] = []
     scanner.on_event = lambda e: fatal.append((time.monotonic(), e)) if isinstance(e, FailureSeen) and e.severity == "fatal" else None
     follower = LogFollower(attempt.log, offset=record.scan.get("offset", 0))
-    skip_at = _death_line(record)
-    where: dict = {"base": None}  # the offset of the block being fed, for a death record
+    skip_at = _death_line(record)  # resume past the line the last supervisor died reading, if it did
     last_save, stall_noticed, stopped = 0.0, False, False
 
     def feed(block: bytes, base: int) -> None:
         try:
-            _feed(scanner, block, base, skip_at, where)
-        except Exception as exc:
+            _feed(scanner, block, base, skip_at)
+        except Exception as exc:  # where in the log it died: the next supervisor skips that line
             raise SupervisorDied(exc, base + scanner.position) from exc
-        where["base"] = None
 
     while True:
         base = follower.offset

@@ -28,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from verl_deploy.preflight.commands import run
+from verl_deploy.textnumbers import int_or_none
 
 BUDGET = 60.0  # seconds for the whole collection
 DUMP_TIMEOUT = 20.0  # seconds per py-spy dump
@@ -129,8 +130,9 @@ def _container_processes(container: str) -> list[tuple[int, str]]:
     found = []
     for line in result.stdout.splitlines()[:2000]:
         pid, _, args = line.strip().partition(" ")
-        if pid.isdigit() and ("python" in args.split(" ")[0] or args.startswith("ray::")):
-            found.append((int(pid), args.split(" ")[0]))
+        number = int_or_none(pid, digits=10)  # ps output: a pid, or anything
+        if number is not None and number > 0 and ("python" in args.split(" ")[0] or args.startswith("ray::")):
+            found.append((number, args.split(" ")[0]))
     return found[:MAX_PROCESSES]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from verl_deploy.runs.record import Attempt, RecordError, RunRecord, read_json, runs_dir, write_json
 from verl_deploy.spec import RunSpec
+from verl_deploy.textnumbers import int_or_none
 
 
 def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
@@ -28,8 +29,9 @@ def latest_handle(run_id: str) -> dict | None:
     numbered = []
     for path in directory.glob("attempt-*/handle.json"):
         suffix = path.parent.name.split("-", 1)[1]
-        if suffix.isdigit():
-            numbered.append((int(suffix), path))
+        number = int_or_none(suffix, digits=9)
+        if number is not None:
+            numbered.append((number, path))
     for _, path in sorted(numbered, reverse=True):
         try:
             data = read_json(path, "handle file")

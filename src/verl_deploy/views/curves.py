@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verl_deploy.views.history import Mark, Series
+from verl_deploy.views.safe_text import neutralise
 
 MAX_PER_FIGURE = 12
 COLUMNS = 3
@@ -88,7 +89,7 @@ def draw(series: Series, marks: list[Mark], out_dir: Path) -> list[Figure]:
                 for mark in drawn_marks:
                     color, style = MARK_STYLE[mark.kind]
                     ax.axvline(mark.step, color=color, linestyle=style, linewidth=1, alpha=0.8)
-                ax.set_title(key, fontsize=9)
+                ax.set_title(neutralise(key), fontsize=9)  # a key is log text: matplotlib's warnings quote it
                 ax.tick_params(labelsize=7)
                 ax.grid(alpha=0.3)
             for ax in list(axes.flat)[len(chunk):]:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from verl_deploy.boundedread import MAX_PLAN_BYTES, read_json
+from verl_deploy.textnumbers import float_or_none, int_or_none
 
 POLL_SECONDS = 5.0
 
@@ -50,7 +51,8 @@ def _npu_aicore(text: str) -> list[int | None]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) >= 3 and BUS_ID.match(cells[1]) and cells[0].split()[:1] and cells[0].split()[0].isdigit():
             first = cells[2].split()[:1]
-            usage.append(int(float(first[0])) if first and first[0].replace(".", "", 1).isdigit() else None)
+            value = float_or_none(first[0], finite=True) if first else None  # tool output: bounded, any text
+            usage.append(int(value) if value is not None and 0 <= value <= 100 else None)
     return usage
 
 
@@ -59,8 +61,10 @@ def _gpu_utilization(text: str) -> dict[int, int]:
     usage = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) == 5 and cells[0].isdigit() and cells[4].split()[:1] and cells[4].split()[0].isdigit():
-            usage[int(cells[0])] = int(cells[4].split()[0])
+        index = int_or_none(cells[0]) if len(cells) == 5 else None
+        value = int_or_none(cells[4].split()[0]) if index is not None and cells[4].split()[:1] else None
+        if index is not None and value is not None:
+            usage[index] = value
     return usage
 
 

@@ -75,10 +75,16 @@ class TotalSteps:
 Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps]
 
 
+MAX_SEGMENTS = 200  # of a line with more \r-refreshes, the first and last 100 are read (a 4 MiB line of "\r" stays cheap)
+
+
 def clean(line: str) -> list[str]:
     """A raw log line -> its text segments without ANSI codes and the Ray actor prefix."""
     text = ANSI.sub("", line)
-    return [RAY_PREFIX.sub("", part) for part in text.split("\r") if part.strip()]
+    parts = text.split("\r")
+    if len(parts) > MAX_SEGMENTS:
+        parts = parts[:MAX_SEGMENTS // 2] + parts[-MAX_SEGMENTS // 2:]
+    return [RAY_PREFIX.sub("", part) for part in parts if part.strip()]
 
 
 def parse_number(text: str) -> float | None:

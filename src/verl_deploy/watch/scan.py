@@ -157,7 +157,7 @@ class LogScanner:
         self._saturated: set[tuple[str, int]] = set()
         # exact: every line a signature or phase matches is looked at (the reference the fast path is tested against)
         self._exact = exact
-        self._compiled_for: tuple | None = None
+        self._compiled_for: tuple = ()  # (saturated signatures, phases on) of the prefilter in use
         self._prefilters: dict[tuple, Callable] = {}
         # phases are looked for up to this line: PHASE_WINDOW after the last first hit (always when exact)
         self._phase_until = sys.maxsize if exact else 0
@@ -203,7 +203,6 @@ class LogScanner:
         self._compile_prefilter()
         find = self._find
         compiled_for = self._compiled_for
-        assert compiled_for is not None
         self._block = block
         pos, counted_to, lines_before = 0, 0, 0
         size = len(block)
