@@ -466,7 +466,7 @@ def test_swanlab_login_help_lists_only_its_own_flags():
     text = run_cli("swanlab", "login", "--help").stdout
     flags = {word.rstrip(",") for word in text.split() if word.startswith("--")}
     assert flags == {"--remember", "--no-remember", "--help", "--config", "--container", "--http-proxy",
-                     "--https-proxy", "--swanlab-host", "--swanlab-api-key"}, flags
+                     "--https-proxy", "--swanlab-host", "--swanlab-api-key", "--install-missing"}, flags
 
 
 def test_the_config_index_cache_is_bounded(tmp_path):

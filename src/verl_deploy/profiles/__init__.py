@@ -24,8 +24,8 @@ def profile_for(version: str) -> Profile | Finding:
     if _minor(release) > max(_minor(m) for p in PROFILES for m in p.matches):
         # newer than this tool knows: downgrading verl is rarely what the user wants, nor "upgrade"
         return error("verl_version", f"verl {version} is newer than this verl-deploy knows (supported: {SUPPORTED})",
-                     "pass --nearest-profile to plan it with the newest profile here (verl's own validation then "
-                     "runs), or use a checkout/image of a supported verl")
+                     "update verl-deploy to a release that knows it, or pass --nearest-profile to plan it with the "
+                     "newest profile here (verl's own validation then runs)")
     return error("verl_version", f"verl {version} is not supported (supported: {SUPPORTED})",
                  "pass --verl-version with a supported version, or use an image/checkout with a supported verl")
 
