@@ -91,7 +91,7 @@ def unexplained(record: RunRecord, code: int | None) -> dict | None:
 
 HEAD_BYTES = 1 << 20  # the hand-over line comes after the scripts' own output: near the log's start
 TAIL_BYTES = 64 * 1024
-STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch")  # what a script's lines can show
+STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch", "disk_full")  # a script's lines
 
 
 def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict | None:

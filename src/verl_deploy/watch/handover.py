@@ -4,7 +4,8 @@ submit.sbatch, start_verl.sh and run_training.sh run before the training does; a
 the scripts', never the training's. run_training.sh prints HANDOVER just before it execs the
 trainer. Before that, each script names the step it is at: an early exit prints
 `[SCRIPT] failed at: STEP (exit status N)`, a step that knows why prints `[SCRIPT] error: WHAT`
-with `; fix: HOW` on the same line or a `[SCRIPT] fix: HOW` line after it. The templates print these texts; this module reads them back.
+with `; fix: HOW` on the same line or a `[SCRIPT] fix: HOW` line after it. The templates print
+these texts; this module reads them back.
 """
 
 from __future__ import annotations
