@@ -135,7 +135,8 @@ def test_a_full_state_disk_is_recorded_as_disk_full_and_status_keeps_working(tra
 
 
 def test_a_killed_trainer_is_a_named_failure(trainer):
-    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.5"}).stdout)
+    # slow steps: on a loaded machine the trainer must still be alive when it is looked for (it is killed at once)
+    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "3"}).stdout)
     wait_for(trainer, run["id"], lambda d: d["step"] >= 1)
     import psutil
 

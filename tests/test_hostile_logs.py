@@ -163,7 +163,8 @@ def test_a_restarted_supervisor_resumes_past_the_line_its_predecessor_died_on(tr
 def test_a_supervisor_that_died_three_times_at_the_same_place_is_not_restarted(tmp_path):
     from verl_deploy.runs.record import Attempt, RunRecord
 
-    log = tmp_path / "train.log"
+    log = tmp_path / "state" / "runs" / "20260101-000000-dead" / "train.log"  # a record's paths stay in its run
+    log.parent.mkdir(parents=True)
     log.write_text("step:1 - critic/score/mean:0.1\n")
     death = {"time": 1.0, "error": "ValueError: the same line", "attempt": 1, "offset": 0}
     env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
