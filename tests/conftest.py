@@ -232,3 +232,24 @@ def docker_engine():
         yield engine
     finally:
         engine.stop()
+
+
+def webhook_server():
+    """A JSON webhook on loopback for --notify (apprise's json:// posts here): (server, received, url)."""
+    import http.server
+    import threading
+
+    received: list = []
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, received, f"json://127.0.0.1:{server.server_address[1]}/hook"

@@ -6,15 +6,13 @@ The stand-in trainer (tests/standin_trainer.py) writes the hostile bytes into it
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
-from conftest import run_cli
+from conftest import run_cli, webhook_server
 from test_launch import launch, status, trainer, wait_for  # noqa: F401  (trainer is a fixture)
 
 DONE = ("succeeded", "failed", "stopped")
@@ -81,20 +79,7 @@ def test_hostile_lines_in_a_live_run_are_skipped_and_counted_and_the_oom_after_t
 
 
 def _hook():
-    received: list = []
-
-    class Hook(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, received, f"json://127.0.0.1:{server.server_address[1]}/hook"
+    return webhook_server()
 
 
 def _record(run: dict) -> dict:

@@ -6,19 +6,17 @@ verl directory, so the generated scripts run it the way they would run verl; `ra
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, run_cli, webhook_server
 
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 
@@ -103,21 +101,8 @@ def test_the_oom_ladder_ends_in_success_after_two_retries_resuming_each_time(tra
 
 
 def test_host_oom_adds_no_offload_and_stops_with_a_notice(trainer):
-    received = []
-
-    class Hook(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, received, url = webhook_server()
     try:
-        url = f"json://127.0.0.1:{server.server_address[1]}/hook"
         result = launch(trainer, "--follow", "--json", "--notify", url, env={"STANDIN_FAIL": "host_oom"})
     finally:
         server.shutdown()
