@@ -277,19 +277,29 @@ def test_the_summary_shows_sources_and_masks_the_key(tmp_path, npu_host):
 # -- SwanLab login -------------------------------------------------------------------------------------
 
 def recording_swanlab(tmp_path: Path, home: Path) -> Path:
+    """A `python3` first on PATH that stands in for swanlab's Python API the way `swanlab login` calls it
+    (`python3 -c PROBE`, then `python3 -c LOGIN` with the key on stdin): it records argv, the key it read and
+    the host swanlab would use, writes the login file swanlab writes, and contacts nothing. Anything else runs
+    the test environment's real python."""
     bin_dir = tmp_path / "swan-bin"
     bin_dir.mkdir()
-    (bin_dir / "swanlab").write_text(f"""#!/usr/bin/env bash
-printf '%s\\n' "$*" >> {tmp_path}/swanlab.argv
-if [ "$1" = "--version" ]; then echo "swanlab 0.6.4"; exit 0; fi
-if [ "$1" = login ]; then
-  IFS= read -r key
-  printf '%s' "$key" > {tmp_path}/swanlab.stdin
-  mkdir -p "$HOME/.swanlab" && printf 'machine x\\n' > "$HOME/.swanlab/.netrc"
-  echo "swanlab: Login successfully."
+    (bin_dir / "python3").write_text(f"""#!/usr/bin/env bash
+printf '%s\\0' "$@" >> {tmp_path}/python3.argv
+if [ "$1" = -c ]; then
+  case "$2" in
+    *"import swanlab; print("*) echo "0.10.3"; exit 0 ;;
+    *"swanlab.login("*)
+      IFS= read -r key
+      printf '%s' "$key" > {tmp_path}/swanlab.stdin
+      printf '%s' "${{SWANLAB_API_HOST:-}}" > {tmp_path}/swanlab.host
+      mkdir -p "$HOME/.swanlab" && printf 'machine x\\n' > "$HOME/.swanlab/.netrc"
+      echo 'LOGIN {{"ok": true, "saved": null}}'
+      exit 0 ;;
+  esac
 fi
+exec "{sys.executable}" "$@"
 """)
-    (bin_dir / "swanlab").chmod(0o755)
+    (bin_dir / "python3").chmod(0o755)
     return bin_dir
 
 
@@ -298,11 +308,12 @@ def test_swanlab_login_key_only_on_stdin(tmp_path, npu_host):
     bin_dir = recording_swanlab(tmp_path, home)
     secret = "sk-login-5555"
     env = dict(npu_host["env"], PATH=f"{bin_dir}:{npu_host['env']['PATH']}", SWANLAB_API_KEY=secret)
-    result = run_cli("swanlab", "login", "--swanlab-host", "http://10.0.0.9:8000", env=env)
+    result = run_cli("swanlab", "login", "--swanlab-host", "http://127.0.0.1:9", env=env)
     assert result.returncode == 0, result.stderr
-    argv = (tmp_path / "swanlab.argv").read_text()
-    assert "login --host http://10.0.0.9:8000" in argv and secret not in argv
+    argv = (tmp_path / "python3.argv").read_text()
+    assert "swanlab.login(" in argv and secret not in argv  # swanlab's API, the key never in argv
     assert (tmp_path / "swanlab.stdin").read_text() == secret
+    assert (tmp_path / "swanlab.host").read_text() == "http://127.0.0.1:9/api"  # the private host, as swanlab reads it
     assert "login verified" in result.stdout and secret not in result.stdout + result.stderr
 
 
