@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, FIXTURES, HW, VERL_BIN, make_model, TINY_MODEL
+from conftest import FAKES, FIXTURES, HW, TRAIN_ROWS, VERL_BIN, make_model, TINY_MODEL, write_train_rows
 
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a private dockerd and mknod need root")
@@ -192,8 +192,8 @@ def in_container(docker_engine, tmp_path):
     root = tmp_path / "mnt"
     make_model(root / "models" / "Qwen3-8B", TINY_MODEL)
     (root / "data").mkdir(parents=True)
-    for name in ("dapo-math-17k", "aime-2024"):
-        (root / "data" / f"{name}.parquet").write_bytes((FIXTURES / f"{name}.SYNTHETIC.parquet").read_bytes())
+    write_train_rows(FIXTURES / "dapo-math-17k.SYNTHETIC.parquet", root / "data" / "dapo-math-17k.parquet", TRAIN_ROWS)
+    (root / "data" / "aime-2024.parquet").write_bytes((FIXTURES / "aime-2024.SYNTHETIC.parquet").read_bytes())
     npu_smi_out = tmp_path / "npu-smi.txt"
     npu_smi_out.write_text((HW / "npu-smi-910b3-8npu-idle.txt").read_text())
 
