@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
 
-from conftest import TINY_MODEL, make_model  # noqa: E402
+from conftest import TINY_MODEL, TRAIN_ROWS, make_model, write_train_rows  # noqa: E402
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 5
 
@@ -37,8 +37,9 @@ def host(tmp: Path) -> tuple[dict, list[str]]:
     root = tmp / "mnt"
     make_model(root / "models" / "Qwen3-8B", TINY_MODEL)
     (root / "data").mkdir(parents=True)
-    for name in ("dapo-math-17k", "aime-2024"):
-        shutil.copy(TESTS / "fixtures" / f"{name}.SYNTHETIC.parquet", root / "data" / f"{name}.parquet")
+    write_train_rows(TESTS / "fixtures" / "dapo-math-17k.SYNTHETIC.parquet", root / "data" / "dapo-math-17k.parquet",
+                     TRAIN_ROWS)  # more rows than one generation batch, as verl's loader needs
+    shutil.copy(TESTS / "fixtures" / "aime-2024.SYNTHETIC.parquet", root / "data" / "aime-2024.parquet")
     verl = tmp / "verl"
     (verl / "recipe" / "dapo").mkdir(parents=True)
     shutil.copy(TESTS / "standin_trainer.py", verl / "recipe" / "dapo" / "main_dapo.py")
