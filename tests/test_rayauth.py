@@ -123,7 +123,8 @@ def test_the_scripts_refuse_a_node_without_the_token_in_one_line(tmp_path, stubs
     assert result.stderr.strip().splitlines() == [
         "[start_verl] error: Ray token authentication is on (ray_auth: token) but this node has no Ray token: set "
         "RAY_AUTH_TOKEN to the cluster's token, or RAY_AUTH_TOKEN_PATH to a file holding it, or put it in "
-        "~/.ray/auth_token (ray get-auth-token on the head prints it); or generate the scripts with --ray-auth disabled"]
+        "~/.ray/auth_token (ray get-auth-token on the head prints it); or generate the scripts with --ray-auth disabled",
+        "[start_verl] failed at: checking this node's Ray token (exit status 3)"]  # the step, as every early exit says
     assert not (stubs["log"] / "ray.calls").exists()  # no Ray was started
     started = run_scripts(out, stubs, {"RAY_AUTH_TOKEN_PATH": str(home / ".ray" / "auth_token")})
     assert started.returncode == 0, started.stderr
