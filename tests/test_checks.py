@@ -5,6 +5,7 @@ import shutil
 import pytest
 
 from verl_deploy.checks import Facts, read_model_facts, run_checks
+from verl_deploy.pipeline import prepare_spec
 from verl_deploy.profiles import profile_for
 from verl_deploy.sources import resolve
 
@@ -48,8 +49,10 @@ def test_duplicate_and_out_of_range_devices():
 def test_batch_rules_from_verl():
     assert any(f.field == "mini_batch_size" for f in errors({"mini_batch_size": 64}))
     # without dynamic batch, batch x n must divide by the minimal batch (FSDP: all devices)
-    found = errors({"framework": "fsdp", "features": "-dynamic_batch", "batch_size": 3, "n_resp_per_prompt": 1,
-                    "mini_batch_size": 3})
+    # (a rule since #24: rules/layout.py validate_config_minimal_batch; it runs in plan, not in run_checks)
+    spec = resolve(flags={"framework": "fsdp", "features": "-dynamic_batch", "batch_size": 3, "n_resp_per_prompt": 1,
+                          "mini_batch_size": 3, "verl_version": "0.9.1"}, environ={})
+    found = [f for f in prepare_spec(spec, facts=Facts(), check_verl=False).findings if f.level == "error"]
     assert any(f.field == "batch_size" and "minimal batch 8" in f.message for f in found)
     # a generation batch below the train batch runs in verl (DAPO keeps generating, #24); only a cap that cannot
     # fill one step is an error

@@ -200,11 +200,12 @@ print("PROBE-RESULTS " + json.dumps(results))
 '''
 
 
-def run_probes(python_path: Path | None, version: str | None, probes: dict) -> dict:
-    """All probes for one installation in one subprocess (importing verl takes seconds)."""
+def run_probes(python_path: Path | None, version: str | None, probes: dict, script: str = PROBE) -> dict:
+    """All probes for one installation in one subprocess (importing verl takes seconds). SCRIPT: the probe
+    program (PROBE, or PROBE with more probe functions before its loop)."""
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "probes.json").write_text(json.dumps(probes))
-        (Path(tmp) / "probe.py").write_text(PROBE)
+        (Path(tmp) / "probe.py").write_text(script)
         code = f"import sys; sys.argv = ['probe', {str(Path(tmp) / 'probes.json')!r}]; " \
                f"exec(open({str(Path(tmp) / 'probe.py')!r}).read())"
         if version is not None:

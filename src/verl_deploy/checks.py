@@ -86,11 +86,6 @@ def _states(spec: RunSpec) -> dict[str, feature_registry.FeatureState]:
     return _resolve_features(spec)[0]
 
 
-def _data_parallel(spec: RunSpec) -> int:
-    model_parallel = spec.train_tp * spec.train_pp * spec.train_cp if spec.framework == "megatron" else 1
-    return max(1, (spec.trainer_devices * spec.nnodes) // model_parallel)
-
-
 # --- devices and layout ----------------------------------------------------------------
 
 def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
@@ -171,19 +166,11 @@ def check_one_step_off_split(spec: RunSpec, facts: Facts) -> list[Finding]:
 def check_batch_sizes(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
     mini = spec.effective_mini_batch_size
-    dp = _data_parallel(spec)
-    states = _states(spec)
-    dynamic = states["dynamic_batch"].on
     if spec.batch_size < mini:  # rule 5
         found.append(error("mini_batch_size", f"train batch size {spec.batch_size} is smaller than the mini-batch "
                            f"size {mini}", "make --mini-batch-size at most --batch-size"))
     # batch % mini and mini x n % DP are per release and worker: verl_deploy.rules (batch.py)
-    if not dynamic:  # rule 2
-        minimal = dp * 1 if spec.framework == "megatron" else spec.trainer_devices * spec.nnodes
-        if (spec.batch_size * spec.n_resp_per_prompt) % minimal:
-            found.append(error("batch_size", f"batch {spec.batch_size} x {spec.n_resp_per_prompt} responses does "
-                               f"not divide by the minimal batch {minimal}", f"use a batch size that makes "
-                               f"batch x responses a multiple of {minimal}"))
+    # batch x n over the smallest batch the layout holds: rules/layout.py validate_config_minimal_batch
     found += _small_generation_batch(spec)
     return found
 

@@ -1,6 +1,7 @@
 """verl's, Megatron's and vLLM's runtime assertions as rules, checked before launch.
 
-Each rule is one function (``RuleContext -> findings``) in batch.py, model.py or lengths.py.
+Each rule is one function (``RuleContext -> findings``) in batch.py, layout.py, model.py, lengths.py or
+algorithm.py.
 An assertion verl (or a library it drives) makes at run time is an error here exactly where
 that release's code asserts it, and at most a warning where verl runs anyway. ``RULES`` is
 the table: the rule, and the file:line it comes from in each release (verl wheels 0.6.0-0.9.1,
@@ -15,7 +16,7 @@ from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
 from verl_deploy.findings import Finding, error, info, warning
-from verl_deploy.rules import algorithm, batch, lengths, model
+from verl_deploy.rules import algorithm, batch, layout, lengths, model
 from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
@@ -110,6 +111,28 @@ RULES: tuple[Rule, ...] = (
     Rule(model.moe_ep_divides_experts, {
         "megatron-core 0.13.1": "megatron/core/transformer/moe/moe_layer.py:64; transformer_config.py:704 "
                                 "(EP needs num_moe_experts)",
+    }),
+    Rule(layout.ulysses_sp_fits_model, {
+        "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:166-167 (0.6.0), 167-168 (0.6.1), 174-175 (0.7.0), "
+                                   "181-182 (0.7.1) init_device_mesh mesh_shape=(dp, ulysses_sequence_parallel_size)",
+        "0.8.0-0.9.1 (engine workers)": "verl/workers/engine/fsdp/transformer_impl.py:223 (0.8.0), 228 (0.9.0), "
+                                        "247 (0.9.1) init_device_mesh",
+        "0.6.0-0.9.1": "verl/models/transformers/monkey_patch.py:273-276 (0.6.0-0.6.1), 291-294 (0.7.0), "
+                       "333-336 (0.7.1), 338-341 (0.8.0), 340-343 (0.9.0), 343-346 (0.9.1) apply_monkey_patch asserts",
+    }),
+    Rule(layout.validate_config_minimal_batch, {
+        "0.6.0-0.9.1 where validate_config runs": "verl/utils/config.py:110 (0.6.0-0.9.0), 124 (0.9.1) "
+                                                  "real_train_batch_size % minimal_bsz",
+    }),
+    Rule(layout.megatron_expert_layout_fits_world, {
+        "megatron-core 0.13.1": "megatron/core/parallel_state.py:786-789 initialize_model_parallel raise RuntimeError",
+    }),
+    Rule(layout.moe_tensor_parallel_needs_sequence_parallel, {
+        "megatron-core 0.13.1": "megatron/core/model_parallel_config.py:385-390 raise ValueError",
+    }),
+    Rule(layout.megatron_virtual_pipeline_fits, {
+        "megatron-core 0.13.1": "megatron/core/parallel_state.py:722-726 (PP > 1); "
+                                "megatron/core/transformer/transformer_block.py:161-163 (layers per stage % VPP)",
     }),
 )
 
