@@ -17,8 +17,9 @@ def _divisors(number: int, limit: int = 64) -> list[int]:
 
 def ulysses_sp_fits_model(ctx: RuleContext) -> list[Finding]:
     """FSDP Ulysses sequence parallel: the workers build a (world // SP, SP) device mesh and take its "sp"
-    group, which torch cannot give the ranks the mesh leaves out (world % SP of them); apply_monkey_patch asserts the attention heads divide by SP and the KV heads
-    divide by SP or SP by them (verl/models/transformers/monkey_patch.py)."""
+    group, which torch cannot give the ranks the mesh leaves out (world % SP of them); apply_monkey_patch
+    asserts the attention heads divide by SP and the KV heads divide by SP or SP by them
+    (verl/models/transformers/monkey_patch.py)."""
     if ctx.framework != "fsdp" or ctx.sp <= 1:
         return []
     sp, world = ctx.sp, ctx.trainer_world
@@ -92,7 +93,7 @@ def megatron_virtual_pipeline_fits(ctx: RuleContext) -> list[Finding]:
     if layers is None or vpp <= 0 or layers % pp:
         return []
     if (layers // pp) % vpp:
-        good = [d for d in _divisors(layers // pp) if d > 1] or ["null"]
+        good: list[int | str] = [d for d in _divisors(layers // pp) if d > 1] or ["null"]
         return [error("override", f"{key}={vpp}: each of the {pp} pipeline stages holds {layers // pp} of the "
                       f"model's {layers} layers, which do not split into {vpp} virtual stages: Megatron-core's "
                       "get_num_layers_to_build asserts it", f"set {key} to one of {good}")]
