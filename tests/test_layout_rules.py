@@ -271,3 +271,21 @@ def test_layout_rules_stay_silent_without_the_models_shape(tmp_path):
                                "overrides": [f"{MEG}expert_model_parallel_size=4",
                                              f"{MEG}expert_tensor_parallel_size=4"]}, absent), "override")) == 1
     shutil.rmtree(absent, ignore_errors=True)
+
+
+def test_rollout_replicas_must_tile_the_devices_the_rollout_shares(tmp_path):
+    """engine_workers.py (0.9.1:659) asserts world % (rollout TP x DP x PP) == 0 when the rollout is built; the
+    rule's arithmetic is that line's. vLLM cannot run here, so the worker itself is not started."""
+    tree = realverl.verl_site("0.9.1")
+    if tree is None:
+        pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
+    line = (tree / "verl" / "workers" / "engine_workers.py").read_text().splitlines()[658]
+    assert "assert self.world_size % infer_world_size == 0" in line
+    model = tmp_path / "absent"  # the rule needs no model shape
+    bad = planned({**GPU, "framework": "fsdp", "devices": "0-7", "gen_tp": 4, "allow_tp_mismatch": True,
+                   "overrides": ["actor_rollout_ref.rollout.data_parallel_size=4"]}, model)
+    [found] = errors(bad, "override")
+    assert "4 x DP 4 x PP 1 = 16" in found.message and "[1, 2]" in found.fix
+    good = planned({**GPU, "framework": "fsdp", "devices": "0-7", "gen_tp": 4, "allow_tp_mismatch": True,
+                    "overrides": ["actor_rollout_ref.rollout.data_parallel_size=2"]}, model)
+    assert errors(good, "override") == []

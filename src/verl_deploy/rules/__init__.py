@@ -134,6 +134,13 @@ RULES: tuple[Rule, ...] = (
         "megatron-core 0.13.1": "megatron/core/parallel_state.py:722-726 (PP > 1); "
                                 "megatron/core/transformer/transformer_block.py:161-163 (layers per stage % VPP)",
     }),
+    Rule(layout.rollout_replicas_tile_world, {
+        "0.6.0-0.7.1 legacy workers": "verl/workers/fsdp_workers.py:577-578 (0.6.0), 592-593 (0.6.1), 618-619 (0.7.0), "
+                                      "699-700 (0.7.1); verl/workers/megatron_workers.py:403-404 (0.6.0), "
+                                      "412-413 (0.6.1), 505-506 (0.7.0), 520-521 (0.7.1)",
+        "0.7.0-0.9.1 (engine workers)": "verl/workers/engine_workers.py:491-492 (0.7.0), 554-555 (0.7.1), "
+                                        "600-601 (0.8.0), 653-654 (0.9.0), 659-660 (0.9.1)",
+    }),
 )
 
 

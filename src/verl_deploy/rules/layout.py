@@ -122,3 +122,22 @@ def validate_config_minimal_batch(ctx: RuleContext) -> list[Finding]:
                   "be divisible by minimal possible batch size'",
                   f"make --batch-size x --n-resp-per-prompt a multiple of {minimal}, or turn dynamic_batch on "
                   "(--features dynamic_batch)")]
+
+
+def rollout_replicas_tile_world(ctx: RuleContext) -> list[Finding]:
+    """Colocated rollout: the workers split the trainer's devices into rollout replicas of TP x DP x PP devices
+    and assert the device count divides by that (a rollout data- or pipeline-parallel size set by --override;
+    TP alone is checked with the layout)."""
+    if ctx.spec.mode == "one-step-off":
+        return []
+    tp = ctx.number(A + "rollout.tensor_model_parallel_size", ctx.spec.rollout_tp)
+    dp = ctx.number(A + "rollout.data_parallel_size", 1)
+    pp = ctx.number(A + "rollout.pipeline_model_parallel_size", 1)
+    world, replica = ctx.trainer_world, tp * dp * pp
+    if dp * pp <= 1 or replica <= 0 or world % tp or world % replica == 0:
+        return []
+    fits = [d for d in _divisors(world // tp) if (world // tp) % (d * pp) == 0] or [1]
+    return [error("override", f"rollout TP {tp} x DP {dp} x PP {pp} = {replica} devices per replica does not divide "
+                  f"the {world} devices the rollout shares with the trainer: verl {ctx.spec.verl_version}'s workers "
+                  "assert 'rollout world_size is not divisible by infer_world_size'",
+                  f"set {A}rollout.data_parallel_size to one of {fits} (with PP {pp}), so TP x DP x PP divides {world}")]
