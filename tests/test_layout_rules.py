@@ -64,6 +64,35 @@ def mcore_vpp_layers(vp, **kw):
         raise Reached()
     raise Reached()
 '''
+MORE_PROBES += r'''
+def fsdp_engine_from_plan(config_yaml):
+    # the actor's dataclass from the composed config, then FSDPEngine.__init__ up to its device mesh
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=0, world_size=1,
+                                init_method="file://" + os.path.join(tempfile.mkdtemp(), "pg"))
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngine
+    def at_the_mesh(self): raise Reached()
+    FSDPEngine._init_device_mesh = at_the_mesh
+    cfg = OmegaConf.load(config_yaml)
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    class Model: pass
+    model = Model(); model.use_remove_padding = cfg.actor_rollout_ref.model.get("use_remove_padding", False)
+    FSDPEngine(model_config=model, engine_config=actor.engine, optimizer_config=actor.optim,
+               checkpoint_config=actor.checkpoint)
+
+def load_checkpoint_from_plan(config_yaml):
+    # verl/trainer/ppo/ray_trainer.py RayPPOTrainer._load_checkpoint, up to loading the actor's weights
+    from omegaconf import OmegaConf
+    class Group:
+        def load_checkpoint(self, *a, **k): raise Reached()
+    class Trainer: pass
+    trainer = Trainer(); trainer.config = OmegaConf.load(config_yaml); trainer.actor_rollout_wg = Group()
+    fn = load_function(verl_file("trainer/ppo/ray_trainer.py"), "_load_checkpoint", "RayPPOTrainer")
+    fn(trainer)
+'''
 SCRIPT = PROBE.replace("\nresults = {}\n", MORE_PROBES + "\nresults = {}\n")
 
 MEG = "actor_rollout_ref.actor.megatron."
@@ -289,3 +318,53 @@ def test_rollout_replicas_must_tile_the_devices_the_rollout_shares(tmp_path):
     good = planned({**GPU, "framework": "fsdp", "devices": "0-7", "gen_tp": 4, "allow_tp_mismatch": True,
                     "overrides": ["actor_rollout_ref.rollout.data_parallel_size=2"]}, model)
     assert errors(good, "override") == []
+
+
+# issue #24 item 3's samples: each through plan and through verl 0.9.1's own code on the config the launch composes
+ITEM_3 = {
+    "ulysses-without-remove-padding": ({**GPU, "framework": "fsdp", "devices": "0-7", "features": "-remove_padding",
+                                        "overrides": [f"{SP}=2"]}, "fsdp_engine_from_plan", "use_remove_padding"),
+    "ulysses-with-remove-padding": ({**GPU, "framework": "fsdp", "devices": "0-7", "overrides": [f"{SP}=2"]},
+                                    "fsdp_engine_from_plan", None),
+    "resume-path-without-path": ({**GPU, "overrides": ["trainer.resume_mode=resume_path"]},
+                                 "load_checkpoint_from_plan", "resume ckpt must be str type"),
+    "resume-path-with-path": ({**GPU, "overrides": ["trainer.resume_mode=resume_path",
+                                                    "trainer.resume_from_path=/ck/global_step_20"]},
+                              "load_checkpoint_from_plan", None),
+}
+
+
+def test_item_3_samples_are_refused_by_plan_and_by_verls_own_code(models, tmp_path):
+    if realverl.verl_site("0.9.1") is None:
+        pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
+    probes = {}
+    for name, (flags, probe, failure) in ITEM_3.items():
+        prepared = planned(flags, models["Qwen3-8B"])
+        found = [f for f in errors(prepared) if f.field in ("override", "overrides", "features")]
+        assert len(found) == (1 if failure else 0), [f.line() for f in prepared.findings]
+        probes[name] = [probe, {"config_yaml": composed_yaml(prepared, tmp_path, name)}]
+    outcomes = run_probes(None, "0.9.1", probes, SCRIPT)
+    for name, (_flags, _probe, failure) in ITEM_3.items():
+        if failure is None:
+            assert outcomes[name] == {"ok": True, "out": "reached"}, (name, outcomes[name])
+        else:
+            assert not outcomes[name]["ok"] and failure in outcomes[name]["error"], (name, outcomes[name])
+
+
+def test_with_filter_groups_off_each_step_trains_on_the_generation_batch(models):
+    """DAPO with filter_groups off trains on the whole generation batch; the engine's mini-batch iterator
+    (tensordict_utils.make_iterator) then asserts it divides by the mini-batch. 20 prompts x 8 over DP 8 is 20
+    rows a rank, mini 8 x 8 = 64 is 8 a rank: 20 % 8 != 0."""
+    if realverl.verl_site("0.9.1") is None:
+        pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
+    flags = {**GPU, "framework": "fsdp", "devices": "0-7", "batch_size": 16, "mini_batch_size": 8,
+             "filter_groups": False}
+    bad = [f for f in errors(planned({**flags, "gen_batch_size": 20}, models["Qwen3-8B"])) if f.field == "mini_batch_size"]
+    assert len(bad) == 1 and "generation batch" in bad[0].message
+    assert not [f for f in errors(planned({**flags, "gen_batch_size": 24}, models["Qwen3-8B"]))
+                if f.field == "mini_batch_size"]
+    outcomes = run_probes(None, "0.9.1", {
+        "20": ["engine_train_mini_batch", dict(rows_per_dp=20, mini_batch_size=64, dp=8)],
+        "24": ["engine_train_mini_batch", dict(rows_per_dp=24, mini_batch_size=64, dp=8)]})
+    assert not outcomes["20"]["ok"] and "20 % 8 != 0" in outcomes["20"]["error"], outcomes
+    assert outcomes["24"]["ok"], outcomes
