@@ -83,6 +83,30 @@ def fsdp_engine_from_plan(config_yaml):
     FSDPEngine(model_config=model, engine_config=actor.engine, optimizer_config=actor.optim,
                checkpoint_config=actor.checkpoint)
 
+def megatron_engine_from_plan(config_yaml):
+    # MegatronEngine.__init__ with the actor's engine config from the composed config, up to its device mesh
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+    src = open(verl_file("workers/engine/megatron/transformer_impl.py")).read()
+    cfg = OmegaConf.load(config_yaml)
+    actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    tree = ast.parse(src)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "MegatronEngine")
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    # the constructor's own statements up to the device mesh; super().__init__() needs the class, so it is skipped
+    body = [s for s in init.body if not (isinstance(s, ast.Expr) and "super()" in ast.unparse(s))]
+    stop = next(i for i, s in enumerate(body) if "_init_device_mesh" in ast.unparse(s))
+    init.body = body[:stop] + [ast.parse("raise Reached()").body[0]]
+    init.decorator_list = []
+    for arg in init.args.args + init.args.kwonlyargs:
+        arg.annotation = None  # the annotations name Megatron types this CPU box has not imported
+    ns = {"Reached": Reached, "_check_dcp_unsupported_features": lambda *a, **k: None}
+    exec(compile(ast.Module([init], []), "transformer_impl.py", "exec"), ns)
+    class Self: pass
+    engine = getattr(actor, "engine", None) or actor.megatron
+    ns["__init__"](Self(), model_config=None, engine_config=engine, optimizer_config=actor.optim,
+                   checkpoint_config=actor.checkpoint)
+
 def load_checkpoint_from_plan(config_yaml):
     # verl/trainer/ppo/ray_trainer.py RayPPOTrainer._load_checkpoint, up to loading the actor's weights
     from omegaconf import OmegaConf
@@ -326,6 +350,9 @@ ITEM_3 = {
                                         "overrides": [f"{SP}=2"]}, "fsdp_engine_from_plan", "use_remove_padding"),
     "ulysses-with-remove-padding": ({**GPU, "framework": "fsdp", "devices": "0-7", "overrides": [f"{SP}=2"]},
                                     "fsdp_engine_from_plan", None),
+    "megatron-without-mbridge": ({**GPU, "devices": "0-7", "overrides": [f"{MEG}use_mbridge=False"]},
+                                 "megatron_engine_from_plan", "use_mbridge must be True"),
+    "megatron-with-mbridge": ({**GPU, "devices": "0-7"}, "megatron_engine_from_plan", None),
     "resume-path-without-path": ({**GPU, "overrides": ["trainer.resume_mode=resume_path"]},
                                  "load_checkpoint_from_plan", "resume ckpt must be str type"),
     "resume-path-with-path": ({**GPU, "overrides": ["trainer.resume_mode=resume_path",

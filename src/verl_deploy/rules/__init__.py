@@ -141,6 +141,10 @@ RULES: tuple[Rule, ...] = (
         "0.7.0-0.9.1 (engine workers)": "verl/workers/engine_workers.py:491-492 (0.7.0), 554-555 (0.7.1), "
                                         "600-601 (0.8.0), 653-654 (0.9.0), 659-660 (0.9.1)",
     }),
+    Rule(layout.megatron_engine_needs_mbridge, {
+        "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/megatron/transformer_impl.py:83 (0.7.1), 90 (0.8.0), "
+                                        "191 (0.9.0-0.9.1) assert use_mbridge",
+    }),
 )
 
 

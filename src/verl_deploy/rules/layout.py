@@ -141,3 +141,13 @@ def rollout_replicas_tile_world(ctx: RuleContext) -> list[Finding]:
                   f"the {world} devices the rollout shares with the trainer: verl {ctx.spec.verl_version}'s workers "
                   "assert 'rollout world_size is not divisible by infer_world_size'",
                   f"set {A}rollout.data_parallel_size to one of {fits} (with PP {pp}), so TP x DP x PP divides {world}")]
+
+
+def megatron_engine_needs_mbridge(ctx: RuleContext) -> list[Finding]:
+    """The Megatron engine (engine workers, 0.7.1+) loads the model only through mbridge: MegatronEngine asserts
+    use_mbridge. Older scripts often pass use_mbridge=False, which the legacy workers accepted."""
+    key = _MEG + "use_mbridge"
+    if ctx.framework != "megatron" or not ctx.engine_workers or ctx.flag(key, True):
+        return []
+    return [error("override", f"{key}=False: verl {ctx.spec.verl_version}'s Megatron engine asserts 'use_mbridge must "
+                  "be True' when the workers start", f"drop the --override of {key} (verl's default is True)")]
