@@ -284,3 +284,42 @@ def test_check_includes_verls_own_validation_and_says_when_it_could_not_run(npu_
     assert "verify" not in skipped["areas"]
     stack = data["areas"]["stack"]  # the Ascend stack against verl 0.7.0's documented one
     assert stack["data"]["release"] == "0.7.0" and "ascend_quick_start.rst" in stack["data"]["source"]
+
+
+LEGACY_FSDP = {"framework": "fsdp", "device": "gpu", "n_resp_per_prompt": 2}
+
+
+@pytest.mark.parametrize("version", ["0.6.1", "0.7.0"])
+def test_verify_runs_the_legacy_fsdp_workers_own_batch_normalisation(tmp_path, version):
+    """0.6.x-0.7.0 FSDP: ActorRolloutRefWorker.__init__ rewrites the mini-batch (x n, / DP) and asserts on it
+    after the model's config is validated: verify runs that code of the release (#24 item 5)."""
+    site = site_or_skip(version)
+    root = run_dir_with(tmp_path, site, fixture_for(version))
+    python = str(python_with(tmp_path, site))
+    cases = {
+        "floors-to-zero": (dict(batch_size=6, mini_batch_size=3), "should be larger than 0 after normalization"),
+        "micro-does-not-divide": (dict(batch_size=32, mini_batch_size=8, features=["-dynamic_batch"],
+                                       overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4"]),
+                                  "should be divisible by ppo_micro_batch_size_per_gpu 4"),
+        "fits": (dict(batch_size=32, mini_batch_size=8), None),
+    }
+    for name, (flags, failure) in cases.items():
+        plan = dapo_plan(version, root, **LEGACY_FSDP, **flags)
+        result = verify_plan(plan, python=python)
+        [worker] = [s for s in result.steps if s["step"] == "worker:legacy_fsdp_normalisation"]
+        if failure is None:
+            assert result.status == "passed" and worker["detail"] == {"world": 8, "ppo_mini_batch_size_per_rank": 2}
+            continue
+        assert result.status == "failed" and failure in worker["message"], (name, worker)
+        assert worker["where"].startswith("verl/workers/fsdp_workers.py:")
+        [refusal] = [f for f in findings_for(result, plan, required=True) if f.level == "error"]
+        assert "worker:legacy_fsdp_normalisation" in refusal.message and refusal.fix
+
+
+def test_verify_leaves_the_engine_workers_normalisation_to_train_time(tmp_path):
+    """0.8.0+ engine workers do not rewrite batch sizes when they start: no worker step runs there."""
+    site = site_or_skip("0.9.1")
+    root = run_dir_with(tmp_path, site, fixture_for("0.9.1"))
+    result = verify_plan(dapo_plan("0.9.1", root, **LEGACY_FSDP), python=str(python_with(tmp_path, site)))
+    assert result.status == "passed"
+    assert not any(s["step"].startswith("worker:") for s in result.steps)

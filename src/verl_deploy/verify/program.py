@@ -127,9 +127,75 @@ def import_entry():
     return PAYLOAD["entry_module"]
 
 
+def legacy_fsdp_worker_applies():
+    """The legacy FSDP worker trains: 0.6.x-0.7.0 always; 0.7.1 unless use_legacy_worker_impl=disable (main_ppo
+    and verl-recipe DAPO; one-step-off has workers of its own)."""
+    if "one_step_off" in PAYLOAD["entry_module"] or "fully_async" in PAYLOAD["entry_module"]:
+        return False
+    config = state["config"]
+    if str(config.actor_rollout_ref.actor.get("strategy", "")) not in ("fsdp", "fsdp2"):
+        return False
+    release = tuple(int(p) for p in re.findall(r"\d+", str(result["verl_version"] or "0"))[:3])
+    if release >= (0, 8, 0):
+        return False
+    if release >= (0, 7, 1):
+        return str(config.trainer.get("use_legacy_worker_impl", "auto")) != "disable"
+    return True
+
+
+def legacy_fsdp_worker():
+    """verl.workers.fsdp_workers.ActorRolloutRefWorker.__init__, its own code, on a copy of the composed
+    config: it multiplies the mini-batch by n, divides it by DP and asserts on the result. The device mesh
+    and process group are stand-ins of the launch's device count; nothing touches a device."""
+    import ast, copy
+    import torch.distributed as dist
+    module = importlib.import_module("verl.workers.fsdp_workers")
+    with open(module.__file__, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), module.__file__)
+    worker = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ActorRolloutRefWorker")
+    init = next(n for n in worker.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    init.decorator_list = []
+    for arg in init.args.args + init.args.kwonlyargs:
+        arg.annotation = None
+    config = state["config"]
+    world = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+
+    class Mesh:
+        def size(self, dim=None): return world
+        def __getitem__(self, name): return self
+        def get_local_rank(self): return 0
+
+    class Base:
+        def __init__(self, *args, **kwargs): pass
+
+    namespace = dict(vars(module))
+    namespace.update(create_device_mesh=lambda *a, **k: Mesh(), init_device_mesh=lambda *a, **k: Mesh(),
+                     FSDPUlyssesShardingManager=lambda *a, **k: None, Worker=Base, DistProfilerExtension=Base,
+                     DistProfiler=lambda *a, **k: None)
+    exec(compile(ast.Module([init], []), module.__file__, "exec"), namespace)
+
+    class Self:
+        rank = 0
+        def _register_dispatch_collect_info(self, *args, **kwargs): pass
+
+    saved = dist.is_initialized, dist.get_world_size
+    dist.is_initialized, dist.get_world_size = (lambda: True), (lambda *a, **k: world)
+    try:
+        section = copy.deepcopy(config.actor_rollout_ref)
+        role = "actor_rollout_ref" if validate_detail.get("use_reference_policy") else "actor_rollout"
+        namespace["__init__"](Self(), config=section, role=role)
+    finally:
+        dist.is_initialized, dist.get_world_size = saved
+    return {"world": world, "ppo_mini_batch_size_per_rank": int(section.actor.ppo_mini_batch_size)}
+
+
+validate_detail = {}
 entry_found = step("locate_entry", locate_entry)
 if entry_found and step("compose", compose):
-    step("validate_config", validate)
+    if step("validate_config", validate):
+        validate_detail.update(result["steps"][-1].get("detail") or {})
+        if legacy_fsdp_worker_applies():
+            step("worker:legacy_fsdp_normalisation", legacy_fsdp_worker)
     from omegaconf import OmegaConf
     for path in PAYLOAD["dataclasses"]:
         if path == "critic" and not state.get("use_critic"):
