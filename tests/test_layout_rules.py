@@ -107,6 +107,12 @@ def megatron_engine_from_plan(config_yaml):
     ns["__init__"](Self(), model_config=None, engine_config=engine, optimizer_config=actor.optim,
                    checkpoint_config=actor.checkpoint)
 
+def rollout_dataclass_from_plan(config_yaml):
+    # what the workers build from the composed config's rollout section
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+    omega_conf_to_dataclass(OmegaConf.load(config_yaml).actor_rollout_ref.rollout)
+
 def load_checkpoint_from_plan(config_yaml):
     # verl/trainer/ppo/ray_trainer.py RayPPOTrainer._load_checkpoint, up to loading the actor's weights
     from omegaconf import OmegaConf
@@ -395,3 +401,24 @@ def test_with_filter_groups_off_each_step_trains_on_the_generation_batch(models)
         "24": ["engine_train_mini_batch", dict(rows_per_dp=24, mini_batch_size=64, dp=8)]})
     assert not outcomes["20"]["ok"] and "20 % 8 != 0" in outcomes["20"]["error"], outcomes
     assert outcomes["24"]["ok"], outcomes
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+def test_a_sync_rollout_is_refused_where_rollout_config_removed_it(models, tmp_path, version):
+    if realverl.verl_site(version) is None:
+        pytest.skip(f"verl {version} cannot be installed here (no package index)")
+    sync = planned({**GPU, "verl_version": version, "overrides": ["actor_rollout_ref.rollout.mode=sync"]},
+                   models["Qwen3-8B"])
+    [found] = errors(sync, "override")
+    assert "removed the sync rollout" in found.message and "drop the --override" in found.fix
+    default = planned({**GPU, "verl_version": version}, models["Qwen3-8B"])
+    outcomes = run_probes(None, version, {
+        "sync": ["rollout_dataclass_from_plan", {"config_yaml": composed_yaml(sync, tmp_path, "sync")}],
+        "async": ["rollout_dataclass_from_plan", {"config_yaml": composed_yaml(default, tmp_path, "async")}]}, SCRIPT)
+    assert not outcomes["sync"]["ok"] and "Rollout mode 'sync' has been removed" in outcomes["sync"]["error"]
+    assert outcomes["async"]["ok"], outcomes
+
+
+def test_a_sync_rollout_is_not_refused_on_06(models):
+    flags = {**GPU, "verl_version": "0.6.1", "overrides": ["actor_rollout_ref.rollout.mode=sync"]}
+    assert errors(planned(flags, models["Qwen3-8B"]), "override") == []

@@ -145,6 +145,10 @@ RULES: tuple[Rule, ...] = (
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/megatron/transformer_impl.py:83 (0.7.1), 90 (0.8.0), "
                                         "191 (0.9.0-0.9.1) assert use_mbridge",
     }),
+    Rule(algorithm.rollout_mode_sync_removed, {
+        "0.7.0-0.9.1": "verl/workers/config/rollout.py:226 (0.7.0), 252 (0.7.1), 288 (0.8.0), 280 (0.9.0), "
+                       "282 (0.9.1) raise ValueError",
+    }),
 )
 
 

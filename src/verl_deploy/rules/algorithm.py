@@ -46,3 +46,14 @@ def ulysses_needs_remove_padding(ctx: RuleContext) -> list[Finding]:
     return [error("features", f"Ulysses sequence parallel {ctx.sp} without remove-padding: verl "
                   f"{ctx.spec.verl_version}'s FSDP engine raises 'you must enable `use_remove_padding`'",
                   "turn remove_padding on (--features remove_padding), or drop the Ulysses override")]
+
+
+def rollout_mode_sync_removed(ctx: RuleContext) -> list[Finding]:
+    """0.7.0+: RolloutConfig.__post_init__ raises for rollout.mode=sync (the agent loop is the only rollout); 0.6.x
+    scripts still pass it."""
+    key = A + "rollout.mode"
+    if ctx.version < (0, 7, 0) or str(ctx.get(key, "async")) != "sync":
+        return []
+    return [error("override", f"{key}=sync: verl {ctx.spec.verl_version} removed the sync rollout and its "
+                  "RolloutConfig raises 'Rollout mode 'sync' has been removed'",
+                  f"drop the --override of {key} (async is the only mode since 0.7.0)")]
