@@ -18,7 +18,7 @@ from verl_deploy.memory.phases import kv_room, phase_terms
 from verl_deploy.memory.setup import Setup
 from verl_deploy.runs.recovery import FSDP_LADDER
 
-HEADROOM = 0.05  # allocator fragmentation: a phase must stay under 95 % of the usable memory
+HEADROOM = 0.0  # fragmentation is a term of the training phases now (terms.fragmentation); the limit is the usable memory
 HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
 # feature knob -> Setup field(s), to ask "would this feature make it fit?"
 KNOB_FIELDS = {
