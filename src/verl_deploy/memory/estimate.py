@@ -81,13 +81,25 @@ class MemoryEstimate:
     def host_fits(self) -> bool | None:
         return None if self.host_total_gb is None else self.host_gb_per_node <= self.host_total_gb * 0.9
 
+    def explain(self) -> list[dict]:
+        """Each phase's terms, largest first, with the formula and where it comes from (plan --explain-memory)."""
+        found = []
+        for name, terms in self.phases.items():
+            rows = [{"term": k, "gb": round(v.gb, 3), "formula": v.formula, "source": v.source}
+                    for k, v in sorted(terms.items(), key=lambda kv: -kv[1].bytes)]
+            found.append({"phase": name, "gb": round(self.phase_gb(name), 2), "limit_gb": round(self.limit_gb, 2),
+                          "over": name in self.over(), "terms": rows, "observed": self.observed.get(name)})
+        return found
+
     def to_dict(self) -> dict:
         phases = {name: {"gb": round(self.phase_gb(name), 2),
-                         "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula} for k, v in terms.items()}}
+                         "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula, "source": v.source}
+                                   for k, v in terms.items()}}
                   for name, terms in self.phases.items()}
-        phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula}
+        phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula,
+                                                       "source": self.kv_left.source}
         phases["rollout"]["terms"]["kv_cache_needed"] = {"gb": round(self.kv_needed.gb, 2),
-                                                         "formula": self.kv_needed.formula}
+                                                         "formula": self.kv_needed.formula, "source": self.kv_needed.source}
         return {
             "device_gb": round(self.device.total_gb, 2), "usable_gb": round(self.device.usable_gb, 2),
             "limit_gb": round(self.limit_gb, 2), "peak_gb": round(self.peak_gb, 2), "peak_phase": self.peak_phase,

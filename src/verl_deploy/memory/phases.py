@@ -10,6 +10,8 @@ engine; trainer devices never do.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from verl_deploy.memory import terms as t
 from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.setup import Setup
@@ -50,7 +52,8 @@ def _engine_while_training(s: Setup, usable_gb: float) -> dict[str, t.Term]:
     if not s.free_cache_engine:
         share = s.gpu_memory_utilization * usable_gb * t.GIB
         return {"rollout_engine_awake": t.Term(share, f"free_cache_engine off: gpu_memory_utilization "
-                                                      f"{s.gpu_memory_utilization:g} x {usable_gb:.1f} GiB stays")}
+                                                      f"{s.gpu_memory_utilization:g} x {usable_gb:.1f} GiB stays",
+                                                      t.VLLM + "v1/worker/utils.py:410")}
     return {"rollout_engine_asleep": t.engine_overhead(s)}
 
 
@@ -78,7 +81,7 @@ def kv_room(m: ModelShape, s: Setup, usable_gb: float) -> tuple[t.Term, t.Term]:
     return (t.Term(left, f"budget - rollout weights ({weights.formula}) - profiling peak ({act.formula})"
                          + (f" - {graphs.formula}" if inside else ""), t.VLLM + "v1/worker/gpu_worker.py:489"),
             t.Term(per_token.bytes * s.max_model_len, f"max_model_len {s.max_model_len} x KV per token "
-                                                     f"({per_token.formula})"))
+                                                     f"({per_token.formula})", per_token.source))
 
 
 def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
@@ -109,7 +112,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
         log_prob["unsharded"] = t.fsdp_unsharded(m, s, training=False)
     log_prob["activations"] = t.forward_activations(m, s, tokens)
     log_prob["logits"] = t.logits(m, s, tokens, training=False, entropy=True)
-    log_prob["logits"] = t.Term(log_prob["logits"].bytes, log_prob["logits"].formula + f"; {why}")
+    log_prob["logits"] = replace(log_prob["logits"], formula=log_prob["logits"].formula + f"; {why}")
     log_prob.update(_engine_while_training(s, usable_gb))
     log_prob.update(_allowances(s, usable_gb, training=True))
     phases["log_prob"] = log_prob
@@ -133,7 +136,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     else:
         update["grad_buffer"] = t.gradients(m, s)
     act = t.activations(m, s, tokens)
-    update["activations"] = t.Term(act.bytes, act.formula + f"; {why}")
+    update["activations"] = replace(act, formula=act.formula + f"; {why}")
     update["logits"] = t.logits(m, s, tokens, training=True, entropy=s.entropy_in_update)
     dispatch = t.moe_dispatch_buffers(m, s, tokens)
     if dispatch.bytes:

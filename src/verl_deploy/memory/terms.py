@@ -19,6 +19,16 @@ from verl_deploy.memory.setup import Setup
 GIB = 2 ** 30
 ENTROPY_CHUNK = 2048  # verl's entropy_from_logits_with_chunking chunk size
 WEIGHT_SYNC_BUCKET = 2 * GIB  # update_weights_bucket_megabytes default 2048
+VERL = "verl v0.9.0 "
+MCORE = "megatron-core 0.16.0 "
+VLLM = "vLLM 0.24.0 "
+SRC_FSDP_STATE = (VERL + "workers/engine/fsdp/transformer_impl.py:242 (training builds the model in fp32), "
+                  "trainer/config/_generated_ppo_trainer.yaml:37 model_dtype fp32; torch.optim.AdamW keeps exp_avg, "
+                  "exp_avg_sq in the parameters' dtype")
+SRC_MCORE_STATE = (MCORE + "optimizer/distrib_optimizer.py:395 (fp32 main params of this rank's shard), "
+                   "optimizer/__init__.py:615/652 (dense and expert params in separate optimizers, the expert one over "
+                   "the expert-data-parallel group); " + VERL + "utils/megatron_utils.py:105 grad_reduce_in_fp32 True "
+                   "(the gradient buffer is fp32)")
 
 
 @dataclass(frozen=True)
@@ -40,13 +50,14 @@ def _b(n: float) -> str:
 
 def actor_params(m: ModelShape, s: Setup) -> Term:
     if s.framework == "fsdp":
-        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} params x 4 B (fp32) / {s.fsdp_shards} FSDP shards")
+        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} params x 4 B (fp32) / {s.fsdp_shards} FSDP shards",
+                    SRC_FSDP_STATE)
     dense = m.dense_params() * 2 / (s.tp * s.pp)
     expert = m.expert_params() * 2 / (s.ep * s.etp * s.pp)
     text = f"{_b(m.dense_params())} x 2 B / (TP {s.tp} x PP {s.pp})"
     if m.is_moe:
         text += f" + experts {_b(m.expert_params())} x 2 B / (EP {s.ep} x ETP {s.etp} x PP {s.pp})"
-    return Term(dense + expert, text)
+    return Term(dense + expert, text, SRC_MCORE_STATE)
 
 
 def megatron_shard_params(m: ModelShape, s: Setup) -> float:
@@ -56,22 +67,26 @@ def megatron_shard_params(m: ModelShape, s: Setup) -> float:
 
 def ref_params(m: ModelShape, s: Setup) -> Term:
     if not s.ref_loaded:
-        return Term(0, "no reference model (use_kl_loss and use_kl_in_reward are off)")
+        return Term(0, "no reference model (use_kl_loss and use_kl_in_reward are off)",
+                    VERL + "trainer/ppo/utils.py need_reference_policy")
+    src = VERL + "workers/engine/fsdp/transformer_impl.py:243 (forward-only engines build the model in bf16)"
     if s.framework == "fsdp":
-        return Term(m.params() * 2 / s.fsdp_shards, f"{_b(m.params())} x 2 B (bf16) / {s.fsdp_shards} FSDP shards")
-    return Term(megatron_shard_params(m, s) * 2, "reference in bf16, split like the actor")
+        return Term(m.params() * 2 / s.fsdp_shards, f"{_b(m.params())} x 2 B (bf16) / {s.fsdp_shards} FSDP shards", src)
+    return Term(megatron_shard_params(m, s) * 2, "reference in bf16, split like the actor", SRC_MCORE_STATE)
 
 
 def gradients(m: ModelShape, s: Setup) -> Term:
     if s.framework == "fsdp":
-        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} x 4 B (fp32 grads) / {s.fsdp_shards} shards")
-    return Term(megatron_shard_params(m, s) * 4, "fp32 gradient buffer of this rank's parameters")
+        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} x 4 B (fp32 grads) / {s.fsdp_shards} shards",
+                    SRC_FSDP_STATE)
+    return Term(megatron_shard_params(m, s) * 4, "fp32 gradient buffer of this rank's parameters", SRC_MCORE_STATE)
 
 
 def optimizer_states(m: ModelShape, s: Setup) -> Term:
     """Adam: FSDP 8 B/param (moments; the fp32 params are the master copy), Megatron 12 B/param."""
     if s.framework == "fsdp":
-        return Term(m.params() * 8 / s.fsdp_shards, f"{_b(m.params())} x 8 B (Adam m, v fp32) / {s.fsdp_shards} shards")
+        return Term(m.params() * 8 / s.fsdp_shards, f"{_b(m.params())} x 8 B (Adam m, v fp32) / {s.fsdp_shards} shards",
+                    SRC_FSDP_STATE)
     # megatron-core's distributed optimizer shards dense params over the data-parallel group with context
     # parallel (world / (TP x PP)) and expert params over the expert-data-parallel group (world / (EP x ETP x PP)),
     # megatron/core/optimizer/__init__.py get_megatron_optimizer (expert_data_parallel_group for expert buffers)
@@ -86,7 +101,7 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
         text += f"; experts / expert-DP {expert_shards}"
     if on_device < 1:
         text += f" x {on_device:g} on device (optimizer_offload_fraction {s.optimizer_offload_fraction:g})"
-    return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text)
+    return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text, SRC_MCORE_STATE)
 
 
 def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
@@ -96,7 +111,9 @@ def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
     held = 2 * layer + m.vocab * m.hidden
     total = held * 2 + (layer * 2 if training else 0)
     return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)} params x 2 B (bf16)"
-                       + (" + one layer's gradient" if training else ""))
+                       + (" + one layer's gradient" if training else ""),
+                "torch FSDP: all-gather of a unit's params in param_dtype bf16, the next unit prefetched "
+                "(backward_prefetch), reduce-scatter of its full gradient")
 
 
 # ---- tokens per micro-batch -------------------------------------------------------------------
@@ -119,9 +136,6 @@ def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
 
 # ---- activations and logits -------------------------------------------------------------------
 
-VERL = "verl v0.9.0 "
-MCORE = "megatron-core 0.16.0 "
-VLLM = "vLLM 0.24.0 "
 SRC_ACT_HF = "measured: bf16 tensors an HF decoder layer saves for backward (norms, q/k/v, flash-attn out, SwiGLU)"
 SRC_ACT_MCORE = (MCORE + "transformer/transformer_layer.py (TE LayerNormLinear keeps input + norm out), "
                  "fusions/fused_bias_swiglu.py:121 (fc1 out); Megatron-LM training/theoretical_memory_usage.py "
@@ -284,8 +298,9 @@ def rollout_weights(m: ModelShape, s: Setup) -> Term:
     if m.is_moe and s.rollout_ep > 1:
         return Term(m.dense_params() * 2 / s.rollout_tp + m.expert_params() * 2 / s.rollout_ep,
                     f"{_b(m.dense_params())} x 2 B / rollout TP {s.rollout_tp} + experts {_b(m.expert_params())} "
-                    f"x 2 B / rollout EP {s.rollout_ep}")
-    return Term(m.params() * 2 / s.rollout_tp, f"{_b(m.params())} x 2 B (bf16) / rollout TP {s.rollout_tp}")
+                    f"x 2 B / rollout EP {s.rollout_ep}", VLLM + "model weights in the model's dtype, sharded by TP/EP")
+    return Term(m.params() * 2 / s.rollout_tp, f"{_b(m.params())} x 2 B (bf16) / rollout TP {s.rollout_tp}",
+                VLLM + "model weights in the model's dtype, sharded by TP")
 
 
 def kv_per_token(m: ModelShape, s: Setup) -> Term:
@@ -295,7 +310,8 @@ def kv_per_token(m: ModelShape, s: Setup) -> Term:
     else:
         text = (f"{m.layers} layers x {m.kv_heads} KV heads x {m.head_dim} head dim x 2 B x 2 (K, V) / rollout TP "
                 f"{s.rollout_tp}")
-    return Term(per, text)
+    return Term(per, text, VLLM + "v1/kv_cache_interface.py AttentionSpec.page_size_bytes (2 x block x kv heads x "
+                           "head size x dtype; MLA: one latent)")
 
 
 def rollout_activation(m: ModelShape, s: Setup) -> Term:
@@ -304,7 +320,9 @@ def rollout_activation(m: ModelShape, s: Setup) -> Term:
     act = tokens * (4 * m.hidden + 2 * m.q_dim + 3 * m.mlp_act_width() / s.rollout_tp) * 2
     sampler = min(s.max_num_seqs, tokens) * m.vocab * 4 / s.rollout_tp
     return Term(act + sampler, f"max_num_batched_tokens {tokens} through one layer + {min(s.max_num_seqs, tokens)} "
-                               f"sequences' fp32 logits")
+                               f"sequences' fp32 logits",
+                VLLM + "v1/worker/gpu_model_runner.py:6239 profile_run (_dummy_run of max_num_batched_tokens, "
+                       ":6045 _dummy_sampler_run of max_num_seqs)")
 
 
 # ---- allowances outside what the phases allocate --------------------------------------------------
