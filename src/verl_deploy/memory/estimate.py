@@ -46,6 +46,8 @@ class MemoryEstimate:
     model: str = ""
     layout: str = ""
     lengths: "LengthOutlook | None" = None  # typical vs worst case, and the response length where it stops fitting
+    seen_ran: str = ""  # a clean run of this very configuration in the calibration log (then it fits)
+    seen_peak_gb: float | None = None  # the device peak that run's log printed
 
     @property
     def limit_gb(self) -> float:
@@ -68,8 +70,8 @@ class MemoryEstimate:
 
     def over(self) -> list[str]:
         """Phases over the limit (estimated or seen in the calibration log)."""
-        found = [p for p in self.phases if self.phase_gb(p) > self.limit_gb or p in self.observed]
-        if not self.kv_fits and "rollout" not in found:
+        found = [p for p in self.phases if (self.phase_gb(p) > self.limit_gb and not self.seen_ran) or p in self.observed]
+        if not self.kv_fits and not self.seen_ran and "rollout" not in found:
             found.append("rollout")
         return found
 
@@ -111,6 +113,8 @@ class MemoryEstimate:
             "model": self.model, "layout": self.layout,
             "observed": dict(self.observed),  # phase -> the calibration lesson that applied (which run, when)
             "lengths": None if self.lengths is None else self.lengths.to_dict(),
+            "seen_ran": self.seen_ran or None,  # the calibration log's clean run of this configuration
+            "seen_peak_gb": self.seen_peak_gb,
         }
 
 

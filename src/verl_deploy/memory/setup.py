@@ -74,6 +74,7 @@ class Setup:
     critic_micro_batch: int = 1
     critic_dynamic_bsz: bool = False
     critic_gradient_checkpointing: bool = True
+    fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
 
     @property
     def world(self) -> int:
@@ -99,6 +100,13 @@ class Setup:
         else:
             text = f"fsdp sp{self.sp}" + (f" fsdp{self.fsdp_size}" if self.fsdp_size not in (-1, 0) else "")
         return f"{text} x{self.world} rollout-tp{self.rollout_tp} {self.mode}"
+
+    def workload(self) -> str:
+        """What sizes a step beside the layout: lengths, batch, token budget or micro-batch, the engine's share."""
+        per = (f"tokens {self.max_token_len}/{self.log_prob_max_token_len}" if self.dynamic_bsz
+               else f"micro {self.micro_batch}/{self.log_prob_micro_batch}")
+        return (f"prompt {self.prompt_len} response {self.response_len} mini {self.mini_batch_size} n {self.n_resp} "
+                f"{per} gmu {self.gpu_memory_utilization:g}")
 
     def with_(self, **changes: Any) -> "Setup":
         return replace(self, **changes)
@@ -221,4 +229,5 @@ def setup_from_plan(plan) -> Setup:
         critic_micro_batch=max(1, _int(read("critic_ppo_micro_batch_size_per_gpu"), micro)),
         critic_dynamic_bsz=_bool(read("critic_use_dynamic_bsz"), dynamic),
         critic_gradient_checkpointing=_bool(read("critic_gradient_checkpointing"), True),
+        fused_kernels=_bool(read("use_fused_kernels"), False),
     )

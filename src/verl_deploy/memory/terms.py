@@ -256,6 +256,10 @@ SRC_LOGITS_FSDP = (VERL + "workers/engine/fsdp/transformer_impl.py (HF lm_head o
 def logits(m: ModelShape, s: Setup, tokens: int, *, training: bool, entropy: bool) -> Term:
     """The [tokens, vocab] peak: logits, and entropy's softmax copies unless chunked/checkpointed."""
     vocab = m.vocab / s.tp
+    if s.fused_kernels:  # the kernel tiles over vocab: per token only its log-prob, entropy and 3 running stats (fp32)
+        return Term(tokens * 6 * 4, f"{tokens} tokens x 6 fp32 scalars (fused kernels: no [tokens, vocab] logits)",
+                    VERL + "utils/kernel/linear_cross_entropy.py:77-80 (efficient_entropy_forward saves hidden, "
+                           "weight, labels and per-token maximum/accumulate/entropy_b)")
     if s.framework == "megatron":
         # fp32 logits (Float16Module) + cross-entropy's saved exp (4) [+ the logits' grad in the backward (4)]
         per = 4 + 4 + (4 if training else 0)

@@ -43,6 +43,7 @@ MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
     "entropy_coeff": ((A + "actor.entropy_coeff",) * 2, 0),
     "calculate_entropy": ((A + "actor.calculate_entropy",) * 2, False),  # verl 0.9: entropy in the update for metrics
     "remove_padding": ((A + "model.use_remove_padding",) * 2, False),
+    "use_fused_kernels": ((A + "model.use_fused_kernels",) * 2, False),
     "rollout_tp": ((A + "rollout.tensor_model_parallel_size",) * 2, 2),
     "rollout_ep": ((A + "rollout.expert_parallel_size",) * 2, 1),
     "gpu_memory_utilization": ((A + "rollout.gpu_memory_utilization",) * 2, 0.5),
