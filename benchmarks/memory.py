@@ -166,9 +166,13 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
 WHY = {
     "C015": "micro-batch 16 without dynamic batching is counted at the maximum lengths (16 x 2048 tokens); "
             "GSM8K's real responses are far shorter and remove-padding keeps only real tokens, so the real "
-            "micro-batches were a fraction of that (the estimate assumes the worst step)",
-    "C019": "the same script is documented as running (C018) and reported as OOM in the actor update here; "
-            "the estimate sits 0.2 GiB over the limit, so this one is close either way",
+            "micro-batches were a fraction of that; even the typical step (half the response length) keeps the prompt "
+            "at its 1024-token maximum, where GSM8K's prompts are a few hundred tokens",
+    "C019": "the same script is documented as running (C018) and reported as OOM in the actor update here, and the "
+            "reporter says it still runs out at 1024/2048 lengths, where every length-driven term is far smaller; the "
+            "code-derived terms (fp32 grad buffer, 12 B/param optimizer with DP 1, Megatron's own activation count) "
+            "leave ~4 GiB at 8192 tokens, so the cause is outside a static budget (verl 9f4161e's update path); not "
+            "fitted"
 }
 
 

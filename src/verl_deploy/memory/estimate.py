@@ -94,7 +94,7 @@ class MemoryEstimate:
         return found
 
     def to_dict(self) -> dict:
-        phases = {name: {"gb": round(self.phase_gb(name), 2),
+        phases: dict[str, dict] = {name: {"gb": round(self.phase_gb(name), 2),
                          "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula, "source": v.source}
                                    for k, v in terms.items()}}
                   for name, terms in self.phases.items()}
