@@ -99,7 +99,8 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
     found = [
         f"model shape from {how}",
         f"device memory {device.total_gb:g} GiB ({device.source}), {device.usable_gb:.2f} GiB usable by a process; "
-        "a phase fits under 95 % of that (allocator fragmentation)",
+        "a phase fits under that with its allowances: the runtime context, the communicators' buffers, the engine's "
+        "graphs, and in training phases 5 % for allocator fragmentation (plan --explain-memory shows each)",
         "GB figures are GiB (2^30 bytes); lengths at their maximum (prompt + response), the worst step",
         "reference model " + ("loaded (use_kl_loss or use_kl_in_reward)" if setup.ref_loaded else
                               "not loaded (use_kl_loss and use_kl_in_reward are off, as verl decides)"),
