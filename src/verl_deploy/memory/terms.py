@@ -380,12 +380,13 @@ def comm_buffers(s: Setup, *, rollout_side: bool = True, trainer_side: bool = Tr
 
 
 def graphs_outside_budget(s: Setup) -> bool:
-    """Whether the engine's captured graphs sit outside gpu_memory_utilization: vLLM 0.24 (verl 0.9's GPU image)
-    measures them and takes them from the KV cache (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, gpu_worker.py:467);
-    older vLLM, SGLang and vllm-ascend's ACL graphs come on top."""
+    """Whether the engine's captured graphs sit outside gpu_memory_utilization: vLLM 0.24 (verl 0.9's GPU image) and
+    vLLM 0.20.2 (verl 0.8's) measure them and take them from the KV cache (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    defaults to 1: envs.py, v1/worker/gpu_worker.py:467); the older vLLM of earlier verl images, SGLang and
+    vllm-ascend's ACL graphs come on top."""
     if s.enforce_eager:
         return False
-    return s.device == "npu" or s.rollout_engine == "sglang" or not s.verl_version.startswith(("0.9", "1."))
+    return s.device == "npu" or s.rollout_engine == "sglang" or not s.verl_version.startswith(("0.8", "0.9", "1."))
 
 
 def graph_memory(s: Setup) -> Term:
