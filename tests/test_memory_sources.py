@@ -175,6 +175,8 @@ def test_issue_a_gae_plan_estimates_the_critic(tmp_path):
         "algorithm.adv_estimator=gae", "critic.fsdp.param_offload=True", "critic.fsdp.optimizer_offload=True"])
     assert "critic_state" not in off.memory.phases["actor_update"]
     assert off.memory.phases["critic_update"]["critic_state"].bytes == pytest.approx(critic * 16 / 8)
+    moved = gae.memory.host_gb_per_node + critic * 12 / 8 * 8 / terms.GIB  # 8 devices' params + Adam in host memory
+    assert off.memory.host_gb_per_node == pytest.approx(moved)
 
 
 def test_every_term_names_its_source(tmp_path):

@@ -187,6 +187,9 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
             per_device += t.gradients(m, s).bytes
     if s.ref_loaded and s.ref_param_offload:
         per_device += t.ref_params(m, s).bytes
+    if s.critic and (s.critic_param_offload or s.critic_optimizer_offload):  # the critic's offloaded state
+        per_device += t.critic_state(m, s, params=s.critic_param_offload, grads=False,
+                                     optimizer=s.critic_optimizer_offload).bytes
     if s.colocated and s.free_cache_engine and s.device == "npu":
         per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
     steady = per_device * s.devices_per_node
