@@ -50,6 +50,14 @@ if __name__ == "__main__":
         print(f"(TaskRunner pid={os.getpid()}) {line}", flush=True)
 
 
+    def peak_metrics():
+        """verl's device peak metrics on the step line (engine_workers.py:218), when STANDIN_PEAK_GB asks for them."""
+        peak = os.environ.get("STANDIN_PEAK_GB")
+        if not peak:
+            return ""
+        return f" - perf/max_memory_allocated_gb:{float(peak) - 1:.2f} - perf/max_memory_reserved_gb:{float(peak):.2f}"
+
+
     total = int(arg("trainer.total_training_steps", arg("total_training_steps", "6")))
     save_freq = int(arg("trainer.save_freq", "2"))
     ckpt_dir = arg("trainer.default_local_dir", "checkpoints")
@@ -164,7 +172,7 @@ if __name__ == "__main__":
             f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
             f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
             f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
-            f"timing_s/step:{step_seconds:.3f}")
+            f"timing_s/step:{step_seconds:.3f}" + peak_metrics())
         say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
         if save_freq > 0 and (step % save_freq == 0 or step == total):
             save_checkpoint(step)

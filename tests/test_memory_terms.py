@@ -90,14 +90,19 @@ def test_megatron_dense_terms_and_recompute(tmp_path):
     assert terms.actor_params(m, s).bytes == QWEN3_8B * 2 / 8
     assert terms.gradients(m, s).bytes == QWEN3_8B * 4 / 8
     assert terms.optimizer_states(m, s).bytes == QWEN3_8B * 12 / 8  # DP 1: nothing to shard over
-    per_layer = 2 * (5 * 4096 + 2 * 4096 + 2 * 1024 + 4 * 12288)
-    # no recompute: 18 layers per stage, 2 micro-batches in flight (PP 2), sequence-parallel over TP 4
-    assert terms.activations(m, s, 10240).bytes == 10240 * 18 * per_layer / 4 * 2
+    # what one token keeps per layer and rank: 2 norms x (input + norm out) 8h, flash-attn q, k, v + out 4q + 4kv,
+    # fc1 (gate, up) 4f + SwiGLU out 2f; all sequence-parallel over TP 4
+    per_layer = (8 * 4096 + 4 * 4096 + 4 * 1024 + 6 * 12288) // 4
+    assert terms.megatron_layer_bytes(m, s) == per_layer == 31744
+    # no recompute: 18 layers per stage, 2 micro-batches in flight (PP 2)
+    assert terms.activations(m, s, 10240).bytes == 10240 * 18 * per_layer * 2
     r, _, _ = setup_and_shape(tmp_path / "r", "Qwen3-8B", framework="megatron", devices="0-7", train_tp=4, train_pp=2,
                               features="recompute")  # the feature: full, block, 8 layers
     assert (r.recompute, r.recompute_method, r.recompute_layers) == ("full", "block", 8)
-    stored = 10240 * (8 * 2 * 4096 + 10 * per_layer) / 4
-    assert terms.activations(m, r, 10240).bytes == stored * 2 + 10240 * per_layer / 4
+    stored = 10240 * (8 * 2 * 4096 / 4 + 10 * per_layer)  # block: 8 layers keep their input shard, 10 everything
+    assert terms.activations(m, r, 10240).bytes == stored * 2 + 10240 * per_layer
+    u = r.with_(recompute_method="uniform", recompute_layers=1)  # uniform, 1 layer per chunk: inputs only
+    assert terms.activations(m, u, 10240).bytes == 10240 * 18 * 2 * 4096 / 4 * 2 + 10240 * per_layer
     assert terms.logits(m, s, 10240, training=True, entropy=False).bytes == 10240 * 151936 / 4 * 12
 
 
@@ -113,7 +118,12 @@ def test_megatron_moe_terms_with_expert_parallel(tmp_path):
     assert terms.optimizer_states(m, s).bytes == pytest.approx((MOE_DENSE / 4 / 4 + MOE_EXPERTS / 16 / 1) * 12)
     assert terms.kv_per_token(m, s).bytes == 48 * 4 * 128 * 2 * 2 / 4
     moe_layer = 2 * (5 * 2048 + 2 * 4096 + 2 * 512 + 4 * 8 * 768 + 2 * 8 * 2048)  # top-8 experts + token permutation
-    assert terms.layer_activation_bytes(m) == moe_layer
+    assert terms.layer_activation_bytes(m) == moe_layer  # the HF model FSDP trains
+    # Megatron: each of the 8 copies of a token keeps its permuted input and expert output (4h), all-gathered over
+    # ETP 4 after the all-to-all (token_dispatcher.py:696), fc1 + SwiGLU at moe_intermediate (6 x 768 over ETP x ETP);
+    # the router's fp32 logits and probs (8 x 128); the rest as a dense layer; all / TP 4
+    routed = 8 * (4 * 4 * 2048 + 6 * 768)
+    assert terms.megatron_layer_bytes(m, s) == (4 * 2048 + 4 * 4096 + 4 * 512 + 4 * 2048 + routed + 8 * 128) // 4
 
 
 def test_fsdp_moe_terms_and_rollout_expert_parallel(tmp_path):
@@ -207,7 +217,7 @@ def test_one_step_off_keeps_the_engine_off_the_trainer_devices(tmp_path):
     _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", mode="one-step-off", framework="fsdp", device="gpu",
                                      trainer_gpus=4, rollout_gpus=4, gen_tp=2, allow_tp_mismatch=True)
     phases = prepared.memory.phases
-    assert "weight_sync" not in phases and set(phases["rollout"]) == {"engine_budget", "engine_overhead"}
+    assert "weight_sync" not in phases and set(phases["rollout"]) == {"engine_budget", "engine_overhead", "device_context"}
     assert not any(name.startswith("rollout_engine") for name in phases["actor_update"])
     shape, _ = load_shape(prepared.spec.model_path)
     assert terms.actor_params(shape, setup_from_plan(prepared.plan)).bytes == QWEN3_8B * 4 / 4  # 4 trainer devices
@@ -290,14 +300,14 @@ def test_typical_and_worst_case_and_the_response_length_where_it_stops_fitting(t
     from verl_deploy.memory.device_memory import device_memory
     from verl_deploy.memory.estimate import build
 
-    setup, shape, prepared = setup_and_shape(tmp_path, "Qwen3-8B", max_response_length=20480,
+    setup, shape, prepared = setup_and_shape(tmp_path, "Qwen3-8B", max_response_length=32768,
                                              features=["-dynamic_batch"])
     lengths = prepared.memory.lengths
     assert lengths is not None and not lengths.budget_bound
     assert lengths.worst_fits is False and lengths.typical_fits is True
     assert lengths.typical_peak_gb < lengths.worst_peak_gb
     boundary = lengths.oom_response_len
-    assert lengths.typical_response_len < boundary <= 20480
+    assert lengths.typical_response_len < boundary <= 32768
     device = device_memory(prepared.spec.device, prepared.spec.device_memory_gb, "spec", prepared.spec.device_name)
     assert build(shape, replace(setup, response_len=boundary - 1), device, None).fits
     assert not build(shape, replace(setup, response_len=boundary), device, None).fits

@@ -54,6 +54,8 @@ def show_memory(prepared: Prepared, *, stderr: bool = False) -> None:
             line += (f"; [yellow]runs out of memory once a micro-batch's responses reach about "
                      f"{lengths.oom_response_len} tokens[/] (turn dynamic_batch on, or add what 'would fit' names)")
         out.print(line)
+    if estimate.seen_ran:
+        out.print(f"[dim]{escape(estimate.seen_ran)}; it fits as seen, whatever the formulas say[/]")
     if estimate.fits:
         out.print("[green]fits[/]" + (" (with the features the estimate added)" if prepared.spec.estimate_features else ""))
     else:

@@ -22,6 +22,7 @@ Examples:
   verl-deploy plan --framework fsdp --device gpu --verl-version 0.9.1 --json | jq .overrides
 
   verl-deploy plan --device-memory-gb 32 --json | jq '.memory | {peak_gb, fits, needs}'   # a 910B4
+  verl-deploy plan --explain-memory                   # each memory term per phase: formula and source
   verl-deploy plan --verify --container verl-npu      # + verl's own validation inside the container
   verl-deploy plan --verify --run-dir ~/verl --json | jq .verify
 
@@ -42,6 +43,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
                                              "runs (inside --container, else on this host)."),
                  verify_env: bool = typer.Option(False, "--verify-env", help="Run --verify with the local environment "
                                                  "`verl-deploy verify-env VERSION` built (no accelerator needed)."),
+                 explain_memory: bool = typer.Option(False, "--explain-memory", help="Show every memory term of every "
+                                                     "phase with its formula and source (with --json: memory_terms)."),
                  **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
@@ -68,9 +71,17 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
         document["command"] = ["python3", *prepared.plan.argv()]
         if verified is not None:
             document["verify"] = verified.as_dict()
+        if explain_memory:
+            from verl_deploy.cli.memory_explain import explain_document
+
+            document["memory_terms"] = explain_document(prepared)
         print_json(document)
     else:
         show_plan(prepared)
+        if explain_memory:
+            from verl_deploy.cli.memory_explain import show_explanation
+
+            show_explanation(prepared)
     if not prepared.ok:
         raise typer.Exit(code=1)
 

@@ -42,8 +42,17 @@ def estimate_plan(plan, *, use_calibration: bool = True,
     required: list[str] = []
     knob_needs: list[str] = []
     if use_calibration:
-        for lesson in calibration.lessons(calibration.read(calibration_file), shape.identity, setup.layout(),
-                                          device.total_gb):
+        entries = calibration.read(calibration_file)
+        ran = calibration.clean_runs(entries, shape.identity, setup.layout(), device.total_gb, setup.workload(),
+                                     tuple(on))
+        if ran:
+            last = ran[-1]
+            estimate.seen_ran = (f"calibration log ({last.name or 'this model'} [{last.model}], {last.layout}, "
+                                 f"{last.device_gb:g} GB, {last.time or 'undated'}): this configuration ran cleanly"
+                                 + (f", device peak {last.peak_gb:.1f} GiB (perf/max_memory_reserved_gb)"
+                                    if last.peak_gb is not None else ""))
+            estimate.seen_peak_gb = last.peak_gb
+        for lesson in calibration.lessons(entries, shape.identity, setup.layout(), device.total_gb):
             seen = (f"calibration log ({lesson.name or 'this model'} [{lesson.model}], {lesson.layout}, "
                     f"{lesson.device_gb:g} GB, {lesson.time or 'undated'}): OOM in {lesson.phase} with "
                     f"{', '.join(lesson.features_on) or 'no memory features'}")
@@ -90,7 +99,8 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
     found = [
         f"model shape from {how}",
         f"device memory {device.total_gb:g} GiB ({device.source}), {device.usable_gb:.2f} GiB usable by a process; "
-        "a phase fits under 95 % of that (allocator fragmentation)",
+        "a phase fits under that with its allowances: the runtime context, the communicators' buffers, the engine's "
+        "graphs, and in training phases 5 % for allocator fragmentation (plan --explain-memory shows each)",
         "GB figures are GiB (2^30 bytes); lengths at their maximum (prompt + response), the worst step",
         "reference model " + ("loaded (use_kl_loss or use_kl_in_reward)" if setup.ref_loaded else
                               "not loaded (use_kl_loss and use_kl_in_reward are off, as verl decides)"),
@@ -110,6 +120,26 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
     found.append("offloaded parameters and optimizer state are loaded back for the actor update (verl's "
                  "workers do), so offload lowers the rollout and log-prob peaks, not the update's")
     return found
+
+
+def record_clean_run(spec, peak_gb: float | None, path: Path | None = None) -> bool:
+    """Append a run that finished without running out of memory (and the peak its log printed); False when it
+    cannot be keyed (no model shape, a stand-in profile)."""
+    from verl_deploy.compiler import compile_plan
+    from verl_deploy.profiles import Profile, profile_for_spec
+
+    profile, _ = profile_for_spec(spec)
+    if not isinstance(profile, Profile):
+        return False
+    shape, _ = load_shape(spec.model_path)
+    if shape is None:
+        return False
+    setup = setup_from_plan(compile_plan(spec, profile))
+    device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+    calibration.append(calibration.Entry(shape.identity, setup.layout(), device.total_gb, "", tuple(_features_on(setup)),
+                                         "", name=shape.name, outcome="ran", peak_gb=peak_gb,
+                                         workload=setup.workload()), path)
+    return True
 
 
 def record_oom(spec, phase: str | None, added: str, path: Path | None = None) -> bool:

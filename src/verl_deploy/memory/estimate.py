@@ -18,7 +18,7 @@ from verl_deploy.memory.phases import kv_room, phase_terms
 from verl_deploy.memory.setup import Setup
 from verl_deploy.runs.recovery import FSDP_LADDER
 
-HEADROOM = 0.05  # allocator fragmentation: a phase must stay under 95 % of the usable memory
+HEADROOM = 0.0  # fragmentation is a term of the training phases now (terms.fragmentation); the limit is the usable memory
 HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
 # feature knob -> Setup field(s), to ask "would this feature make it fit?"
 KNOB_FIELDS = {
@@ -46,6 +46,8 @@ class MemoryEstimate:
     model: str = ""
     layout: str = ""
     lengths: "LengthOutlook | None" = None  # typical vs worst case, and the response length where it stops fitting
+    seen_ran: str = ""  # a clean run of this very configuration in the calibration log (then it fits)
+    seen_peak_gb: float | None = None  # the device peak that run's log printed
 
     @property
     def limit_gb(self) -> float:
@@ -68,8 +70,8 @@ class MemoryEstimate:
 
     def over(self) -> list[str]:
         """Phases over the limit (estimated or seen in the calibration log)."""
-        found = [p for p in self.phases if self.phase_gb(p) > self.limit_gb or p in self.observed]
-        if not self.kv_fits and "rollout" not in found:
+        found = [p for p in self.phases if (self.phase_gb(p) > self.limit_gb and not self.seen_ran) or p in self.observed]
+        if not self.kv_fits and not self.seen_ran and "rollout" not in found:
             found.append("rollout")
         return found
 
@@ -81,13 +83,25 @@ class MemoryEstimate:
     def host_fits(self) -> bool | None:
         return None if self.host_total_gb is None else self.host_gb_per_node <= self.host_total_gb * 0.9
 
+    def explain(self) -> list[dict]:
+        """Each phase's terms, largest first, with the formula and where it comes from (plan --explain-memory)."""
+        found = []
+        for name, terms in self.phases.items():
+            rows = [{"term": k, "gb": round(v.gb, 3), "formula": v.formula, "source": v.source}
+                    for k, v in sorted(terms.items(), key=lambda kv: -kv[1].bytes)]
+            found.append({"phase": name, "gb": round(self.phase_gb(name), 2), "limit_gb": round(self.limit_gb, 2),
+                          "over": name in self.over(), "terms": rows, "observed": self.observed.get(name)})
+        return found
+
     def to_dict(self) -> dict:
-        phases = {name: {"gb": round(self.phase_gb(name), 2),
-                         "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula} for k, v in terms.items()}}
+        phases: dict[str, dict] = {name: {"gb": round(self.phase_gb(name), 2),
+                         "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula, "source": v.source}
+                                   for k, v in terms.items()}}
                   for name, terms in self.phases.items()}
-        phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula}
+        phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula,
+                                                       "source": self.kv_left.source}
         phases["rollout"]["terms"]["kv_cache_needed"] = {"gb": round(self.kv_needed.gb, 2),
-                                                         "formula": self.kv_needed.formula}
+                                                         "formula": self.kv_needed.formula, "source": self.kv_needed.source}
         return {
             "device_gb": round(self.device.total_gb, 2), "usable_gb": round(self.device.usable_gb, 2),
             "limit_gb": round(self.limit_gb, 2), "peak_gb": round(self.peak_gb, 2), "peak_phase": self.peak_phase,
@@ -99,6 +113,8 @@ class MemoryEstimate:
             "model": self.model, "layout": self.layout,
             "observed": dict(self.observed),  # phase -> the calibration lesson that applied (which run, when)
             "lengths": None if self.lengths is None else self.lengths.to_dict(),
+            "seen_ran": self.seen_ran or None,  # the calibration log's clean run of this configuration
+            "seen_peak_gb": self.seen_peak_gb,
         }
 
 
@@ -171,6 +187,9 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
             per_device += t.gradients(m, s).bytes
     if s.ref_loaded and s.ref_param_offload:
         per_device += t.ref_params(m, s).bytes
+    if s.critic and (s.critic_param_offload or s.critic_optimizer_offload):  # the critic's offloaded state
+        per_device += t.critic_state(m, s, params=s.critic_param_offload, grads=False,
+                                     optimizer=s.critic_optimizer_offload).bytes
     if s.colocated and s.free_cache_engine and s.device == "npu":
         per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
     steady = per_device * s.devices_per_node

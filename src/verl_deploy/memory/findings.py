@@ -12,6 +12,9 @@ def memory_findings(estimate, note: str) -> list[Finding]:
     if estimate.device.unknown_name:
         found.append(warning("device_name", estimate.device.unknown_name,
                              "pass --device-memory-gb N, the memory of one device in GB"))
+    if estimate.seen_ran:
+        found.append(info("memory", f"the memory estimate used the {estimate.seen_ran}",
+                          "nothing to do (a change of lengths, batch, layout or features is a new configuration)"))
     if not estimate.fits:
         over = estimate.over()
         worst = max(over, key=lambda p: estimate.phase_gb(p) if p in estimate.phases else 0)

@@ -10,6 +10,8 @@ engine; trainer devices never do.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from verl_deploy.memory import terms as t
 from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.setup import Setup
@@ -29,6 +31,18 @@ def _resident(m: ModelShape, s: Setup, *, params_loaded: bool, optimizer_loaded:
     ref = t.ref_params(m, s)
     if s.ref_loaded and not s.ref_param_offload:
         found["ref_params"] = ref
+    if s.critic and not (s.critic_param_offload and s.critic_optimizer_offload):
+        found["critic_state"] = t.critic_state(m, s, params=not s.critic_param_offload, grads=False,
+                                               optimizer=not s.critic_optimizer_offload)
+    return found
+
+
+def _allowances(s: Setup, usable_gb: float, *, training: bool) -> dict[str, t.Term]:
+    """What every phase carries beside its tensors: the runtime context, the trainer's communicators, and in the
+    phases the caching allocator serves, its fragmentation."""
+    found = {"device_context": t.device_context(s), "trainer_comm_buffers": t.comm_buffers(s, rollout_side=False)}
+    if training:
+        found["allocator_fragmentation"] = t.fragmentation(usable_gb)
     return found
 
 
@@ -38,17 +52,21 @@ def _engine_while_training(s: Setup, usable_gb: float) -> dict[str, t.Term]:
     if not s.free_cache_engine:
         share = s.gpu_memory_utilization * usable_gb * t.GIB
         return {"rollout_engine_awake": t.Term(share, f"free_cache_engine off: gpu_memory_utilization "
-                                                      f"{s.gpu_memory_utilization:g} x {usable_gb:.1f} GiB stays")}
+                                                      f"{s.gpu_memory_utilization:g} x {usable_gb:.1f} GiB stays",
+                                                      t.VLLM + "v1/worker/utils.py:410")}
     return {"rollout_engine_asleep": t.engine_overhead(s)}
 
 
 def rollout_terms(m: ModelShape, s: Setup, usable_gb: float) -> dict[str, t.Term]:
     budget = s.gpu_memory_utilization * usable_gb * t.GIB
     found = {"engine_budget": t.Term(budget, f"gpu_memory_utilization {s.gpu_memory_utilization:g} x "
-                                             f"{usable_gb:.1f} GiB (vLLM: share of the whole device)"),
-             "engine_overhead": t.engine_overhead(s)}
+                                             f"{usable_gb:.1f} GiB (vLLM: share of the whole device)",
+                                     t.VLLM + "v1/worker/utils.py:410 request_memory (total_memory x gmu)"),
+             "engine_overhead": t.engine_overhead(s, awake=True)}
+    found["device_context"] = t.device_context(s)
     if s.colocated:
         found.update(_resident(m, s, params_loaded=False, optimizer_loaded=False))
+        found["trainer_comm_buffers"] = t.comm_buffers(s, rollout_side=False)
     return found
 
 
@@ -57,10 +75,13 @@ def kv_room(m: ModelShape, s: Setup, usable_gb: float) -> tuple[t.Term, t.Term]:
     budget = s.gpu_memory_utilization * usable_gb * t.GIB
     weights, act = t.rollout_weights(m, s), t.rollout_activation(m, s)
     per_token = t.kv_per_token(m, s)
-    left = budget - weights.bytes - act.bytes
-    return (t.Term(left, f"budget - rollout weights ({weights.formula}) - profiling peak ({act.formula})"),
+    graphs = t.graph_memory(s)
+    inside = 0.0 if t.graphs_outside_budget(s) else graphs.bytes  # vLLM 0.24 takes its graphs from the KV cache
+    left = budget - weights.bytes - act.bytes - inside
+    return (t.Term(left, f"budget - rollout weights ({weights.formula}) - profiling peak ({act.formula})"
+                         + (f" - {graphs.formula}" if inside else ""), t.VLLM + "v1/worker/gpu_worker.py:489"),
             t.Term(per_token.bytes * s.max_model_len, f"max_model_len {s.max_model_len} x KV per token "
-                                                     f"({per_token.formula})"))
+                                                     f"({per_token.formula})", per_token.source))
 
 
 def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
@@ -80,7 +101,9 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
             sync["engine_overhead"] = t.engine_overhead(s)
         else:  # the engine never slept: its whole share (weights included) is there
             sync.update(_engine_while_training(s, usable_gb))
-        sync["sync_bucket"] = t.Term(t.WEIGHT_SYNC_BUCKET, "update_weights_bucket_megabytes 2048")
+        sync["sync_bucket"] = t.Term(t.WEIGHT_SYNC_BUCKET, "update_weights_bucket_megabytes 2048",
+                                     t.VERL + "trainer/config/_generated_ppo_trainer.yaml:340")
+        sync.update(_allowances(s, usable_gb, training=True))
         phases["weight_sync"] = sync
 
     tokens, why = t.tokens_per_device(s, log_prob=True)
@@ -89,8 +112,9 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
         log_prob["unsharded"] = t.fsdp_unsharded(m, s, training=False)
     log_prob["activations"] = t.forward_activations(m, s, tokens)
     log_prob["logits"] = t.logits(m, s, tokens, training=False, entropy=True)
-    log_prob["logits"] = t.Term(log_prob["logits"].bytes, log_prob["logits"].formula + f"; {why}")
+    log_prob["logits"] = replace(log_prob["logits"], formula=log_prob["logits"].formula + f"; {why}")
     log_prob.update(_engine_while_training(s, usable_gb))
+    log_prob.update(_allowances(s, usable_gb, training=True))
     phases["log_prob"] = log_prob
 
     if s.ref_loaded:  # the reference's own forward: its weights on the device, the actor's as they rest
@@ -101,6 +125,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
         ref["activations"] = t.forward_activations(m, s, tokens)
         ref["logits"] = t.logits(m, s, tokens, training=False, entropy=False)
         ref.update(_engine_while_training(s, usable_gb))
+        ref.update(_allowances(s, usable_gb, training=True))
         phases["ref_log_prob"] = ref
 
     tokens, why = t.tokens_per_device(s, log_prob=False)
@@ -111,8 +136,47 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     else:
         update["grad_buffer"] = t.gradients(m, s)
     act = t.activations(m, s, tokens)
-    update["activations"] = t.Term(act.bytes, act.formula + f"; {why}")
+    update["activations"] = replace(act, formula=act.formula + f"; {why}")
     update["logits"] = t.logits(m, s, tokens, training=True, entropy=s.entropy_in_update)
+    dispatch = t.moe_dispatch_buffers(m, s, tokens)
+    if dispatch.bytes:
+        update["moe_dispatch"] = dispatch
     update.update(_engine_while_training(s, usable_gb))
+    update.update(_allowances(s, usable_gb, training=True))
     phases["actor_update"] = update
+    if s.critic:
+        phases.update(critic_phases(m, s, usable_gb))
     return phases
+
+
+def critic_tokens(s: Setup) -> int:
+    """Tokens one device holds in one critic forward: its own token budget or micro-batch."""
+    seq = s.prompt_len + s.response_len
+    split = s.sp if s.framework == "fsdp" else s.cp
+    per_rank = max(1, s.mini_batch_size * s.n_resp * seq // max(1, s.dp * split))
+    if s.critic_dynamic_bsz:
+        return min(max(s.critic_max_token_len, -(-seq // split)), per_rank)
+    return min(s.critic_micro_batch * seq // split, per_rank)
+
+
+def critic_phases(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
+    """PPO with GAE: the critic computes values (forward) and trains (forward + backward) on the same devices."""
+    tokens = critic_tokens(s)
+    critic_setup = s.with_(gradient_checkpointing=s.critic_gradient_checkpointing)
+    others = _resident(m, s, params_loaded=False, optimizer_loaded=False)
+    others.pop("critic_state", None)
+    values = dict(others)
+    values["critic_state"] = t.critic_state(m, s, params=True, grads=False, optimizer=not s.critic_optimizer_offload)
+    if s.framework == "fsdp":
+        values["unsharded"] = t.fsdp_unsharded(m, s, training=False)
+    values["activations"] = t.forward_activations(m, s, tokens)
+    values.update(_engine_while_training(s, usable_gb))
+    values.update(_allowances(s, usable_gb, training=True))
+    update = dict(others)
+    update["critic_state"] = t.critic_state(m, s, params=True, grads=True, optimizer=True)
+    if s.framework == "fsdp":
+        update["unsharded"] = t.fsdp_unsharded(m, s, training=True)
+    update["activations"] = t.activations(m, critic_setup, tokens)
+    update.update(_engine_while_training(s, usable_gb))
+    update.update(_allowances(s, usable_gb, training=True))
+    return {"critic_values": values, "critic_update": update}

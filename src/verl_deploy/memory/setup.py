@@ -66,6 +66,15 @@ class Setup:
     max_model_len: int
     free_cache_engine: bool
     enforce_eager: bool
+    vpp: int | None = None  # Megatron virtual pipeline stages per rank
+    critic: bool = False  # PPO with GAE: a value model trains beside the actor
+    critic_param_offload: bool = False
+    critic_optimizer_offload: bool = False
+    critic_max_token_len: int = 32768
+    critic_micro_batch: int = 1
+    critic_dynamic_bsz: bool = False
+    critic_gradient_checkpointing: bool = True
+    fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
 
     @property
     def world(self) -> int:
@@ -91,6 +100,13 @@ class Setup:
         else:
             text = f"fsdp sp{self.sp}" + (f" fsdp{self.fsdp_size}" if self.fsdp_size not in (-1, 0) else "")
         return f"{text} x{self.world} rollout-tp{self.rollout_tp} {self.mode}"
+
+    def workload(self) -> str:
+        """What sizes a step beside the layout: lengths, batch, token budget or micro-batch, the engine's share."""
+        per = (f"tokens {self.max_token_len}/{self.log_prob_max_token_len}" if self.dynamic_bsz
+               else f"micro {self.micro_batch}/{self.log_prob_micro_batch}")
+        return (f"prompt {self.prompt_len} response {self.response_len} mini {self.mini_batch_size} n {self.n_resp} "
+                f"{per} gmu {self.gpu_memory_utilization:g}")
 
     def with_(self, **changes: Any) -> "Setup":
         return replace(self, **changes)
@@ -195,7 +211,7 @@ def setup_from_plan(plan) -> Setup:
         if _bool(read("optimizer_cpu_offload"), False) else 0.0,
         entropy_chunking=_bool(read("entropy_from_logits_with_chunking"), False),
         entropy_checkpointing=_bool(read("entropy_checkpointing"), False),
-        entropy_in_update=_float(read("entropy_coeff"), 0.0) != 0,
+        entropy_in_update=_float(read("entropy_coeff"), 0.0) != 0 or _bool(read("calculate_entropy"), False),
         remove_padding=_bool(read("remove_padding"), False),
         rollout_engine=str(read("rollout_name") or "vllm"),
         gpu_memory_utilization=min(0.99, max(0.01, _float(read("gpu_memory_utilization"), spec.gpu_memory_utilization))),
@@ -204,4 +220,14 @@ def setup_from_plan(plan) -> Setup:
         max_model_len=_int(max_model_len, spec.token_budget) if max_model_len else spec.token_budget,
         free_cache_engine=_bool(read("free_cache_engine"), True) if not one_step_off else False,
         enforce_eager=_bool(read("enforce_eager"), False),
+        vpp=(_int(read("virtual_pipeline_model_parallel_size"), 0) or None) if spec.framework == "megatron" else None,
+        critic=str(read("adv_estimator") or "").strip().lower() == "gae",
+        critic_param_offload=_bool(read("critic_param_offload"), False) or _bool(read("critic_param_offload_v07"), False),
+        critic_optimizer_offload=(_bool(read("critic_optimizer_offload"), False)
+                                  or _bool(read("critic_optimizer_offload_v07"), False)),
+        critic_max_token_len=max(1, _int(read("critic_ppo_max_token_len_per_gpu"), 32768)),
+        critic_micro_batch=max(1, _int(read("critic_ppo_micro_batch_size_per_gpu"), micro)),
+        critic_dynamic_bsz=_bool(read("critic_use_dynamic_bsz"), dynamic),
+        critic_gradient_checkpointing=_bool(read("critic_gradient_checkpointing"), True),
+        fused_kernels=_bool(read("use_fused_kernels"), False),
     )

@@ -19,12 +19,23 @@ from verl_deploy.memory.setup import Setup
 GIB = 2 ** 30
 ENTROPY_CHUNK = 2048  # verl's entropy_from_logits_with_chunking chunk size
 WEIGHT_SYNC_BUCKET = 2 * GIB  # update_weights_bucket_megabytes default 2048
+VERL = "verl v0.9.0 "
+MCORE = "megatron-core 0.16.0 "
+VLLM = "vLLM 0.24.0 "
+SRC_FSDP_STATE = (VERL + "workers/engine/fsdp/transformer_impl.py:242 (training builds the model in fp32), "
+                  "trainer/config/_generated_ppo_trainer.yaml:37 model_dtype fp32; torch.optim.AdamW keeps exp_avg, "
+                  "exp_avg_sq in the parameters' dtype")
+SRC_MCORE_STATE = (MCORE + "optimizer/distrib_optimizer.py:395 (fp32 main params of this rank's shard), "
+                   "optimizer/__init__.py:615/652 (dense and expert params in separate optimizers, the expert one over "
+                   "the expert-data-parallel group); " + VERL + "utils/megatron_utils.py:105 grad_reduce_in_fp32 True "
+                   "(the gradient buffer is fp32)")
 
 
 @dataclass(frozen=True)
 class Term:
     bytes: float
     formula: str
+    source: str = ""  # where the formula comes from: file:line in verl / megatron-core / vLLM, or a measured figure
 
     @property
     def gb(self) -> float:
@@ -39,13 +50,14 @@ def _b(n: float) -> str:
 
 def actor_params(m: ModelShape, s: Setup) -> Term:
     if s.framework == "fsdp":
-        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} params x 4 B (fp32) / {s.fsdp_shards} FSDP shards")
+        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} params x 4 B (fp32) / {s.fsdp_shards} FSDP shards",
+                    SRC_FSDP_STATE)
     dense = m.dense_params() * 2 / (s.tp * s.pp)
     expert = m.expert_params() * 2 / (s.ep * s.etp * s.pp)
     text = f"{_b(m.dense_params())} x 2 B / (TP {s.tp} x PP {s.pp})"
     if m.is_moe:
         text += f" + experts {_b(m.expert_params())} x 2 B / (EP {s.ep} x ETP {s.etp} x PP {s.pp})"
-    return Term(dense + expert, text)
+    return Term(dense + expert, text, SRC_MCORE_STATE)
 
 
 def megatron_shard_params(m: ModelShape, s: Setup) -> float:
@@ -55,22 +67,26 @@ def megatron_shard_params(m: ModelShape, s: Setup) -> float:
 
 def ref_params(m: ModelShape, s: Setup) -> Term:
     if not s.ref_loaded:
-        return Term(0, "no reference model (use_kl_loss and use_kl_in_reward are off)")
+        return Term(0, "no reference model (use_kl_loss and use_kl_in_reward are off)",
+                    VERL + "trainer/ppo/utils.py need_reference_policy")
+    src = VERL + "workers/engine/fsdp/transformer_impl.py:243 (forward-only engines build the model in bf16)"
     if s.framework == "fsdp":
-        return Term(m.params() * 2 / s.fsdp_shards, f"{_b(m.params())} x 2 B (bf16) / {s.fsdp_shards} FSDP shards")
-    return Term(megatron_shard_params(m, s) * 2, "reference in bf16, split like the actor")
+        return Term(m.params() * 2 / s.fsdp_shards, f"{_b(m.params())} x 2 B (bf16) / {s.fsdp_shards} FSDP shards", src)
+    return Term(megatron_shard_params(m, s) * 2, "reference in bf16, split like the actor", SRC_MCORE_STATE)
 
 
 def gradients(m: ModelShape, s: Setup) -> Term:
     if s.framework == "fsdp":
-        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} x 4 B (fp32 grads) / {s.fsdp_shards} shards")
-    return Term(megatron_shard_params(m, s) * 4, "fp32 gradient buffer of this rank's parameters")
+        return Term(m.params() * 4 / s.fsdp_shards, f"{_b(m.params())} x 4 B (fp32 grads) / {s.fsdp_shards} shards",
+                    SRC_FSDP_STATE)
+    return Term(megatron_shard_params(m, s) * 4, "fp32 gradient buffer of this rank's parameters", SRC_MCORE_STATE)
 
 
 def optimizer_states(m: ModelShape, s: Setup) -> Term:
     """Adam: FSDP 8 B/param (moments; the fp32 params are the master copy), Megatron 12 B/param."""
     if s.framework == "fsdp":
-        return Term(m.params() * 8 / s.fsdp_shards, f"{_b(m.params())} x 8 B (Adam m, v fp32) / {s.fsdp_shards} shards")
+        return Term(m.params() * 8 / s.fsdp_shards, f"{_b(m.params())} x 8 B (Adam m, v fp32) / {s.fsdp_shards} shards",
+                    SRC_FSDP_STATE)
     # megatron-core's distributed optimizer shards dense params over the data-parallel group with context
     # parallel (world / (TP x PP)) and expert params over the expert-data-parallel group (world / (EP x ETP x PP)),
     # megatron/core/optimizer/__init__.py get_megatron_optimizer (expert_data_parallel_group for expert buffers)
@@ -85,7 +101,7 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
         text += f"; experts / expert-DP {expert_shards}"
     if on_device < 1:
         text += f" x {on_device:g} on device (optimizer_offload_fraction {s.optimizer_offload_fraction:g})"
-    return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text)
+    return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text, SRC_MCORE_STATE)
 
 
 def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
@@ -95,7 +111,9 @@ def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
     held = 2 * layer + m.vocab * m.hidden
     total = held * 2 + (layer * 2 if training else 0)
     return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)} params x 2 B (bf16)"
-                       + (" + one layer's gradient" if training else ""))
+                       + (" + one layer's gradient" if training else ""),
+                "torch FSDP: all-gather of a unit's params in param_dtype bf16, the next unit prefetched "
+                "(backward_prefetch), reduce-scatter of its full gradient")
 
 
 # ---- tokens per micro-batch -------------------------------------------------------------------
@@ -118,59 +136,144 @@ def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
 
 # ---- activations and logits -------------------------------------------------------------------
 
+SRC_ACT_HF = "measured: bf16 tensors an HF decoder layer saves for backward (norms, q/k/v, flash-attn out, SwiGLU)"
+SRC_ACT_MCORE = (MCORE + "transformer/transformer_layer.py (TE LayerNormLinear keeps input + norm out), "
+                 "fusions/fused_bias_swiglu.py:121 (fc1 out); Megatron-LM training/theoretical_memory_usage.py "
+                 "compute_activation_memory (sbh(18 + 4f/h) / TP with sequence parallel) less its dropout masks")
+SRC_RECOMPUTE = MCORE + "transformer/transformer_block.py:446 _checkpointed_forward (uniform: chunks of N layers, " \
+    "block: the first N layers of a stage)"
+SRC_PP = ("Megatron-LM training/theoretical_memory_usage.py compute_activation_memory: the first stage holds "
+          "min(PP, micro-batches) in flight, x (1 + (PP-1)/(PP x VPP)) with virtual pipeline")
+
+
 def layer_activation_bytes(m: ModelShape) -> int:
-    """bf16 activations one token keeps for backward in one layer (flash attention, SwiGLU)."""
+    """bf16 activations one token keeps for backward in one layer of the HF model FSDP trains (flash attention, SwiGLU)."""
     width = 5 * m.hidden + 2 * m.q_dim + 2 * m.kv_dim + 4 * m.mlp_act_width()
     if m.is_moe:
         width += 2 * m.experts_per_token * m.hidden  # token permutation for dispatch and combine
     return 2 * width
 
 
+def megatron_layer_bytes(m: ModelShape, s: Setup) -> int:
+    """Bytes one token of the sequence keeps for backward in one Megatron layer, on one rank.
+
+    What the layer's modules save: each TE LayerNormLinear its input and its norm output (2 x 2h, twice), flash
+    attention q, k, v and its output (2(q + 2 kv) + 2q; the output is the projection's input), the MLP's fc1
+    output (gate and up, 2 x 2f) and SwiGLU's output (2f, fc2's input). MoE: each of the top-k copies of a token
+    keeps its permuted input and its expert output (2h + 2h, the unpermute needs it for the router's gradient),
+    all-gathered over ETP, plus fc1/SwiGLU at moe_intermediate / ETP; the router's fp32 logits and probs. verl turns
+    sequence parallel on whenever TP > 1 (workers/config/engine.py:237), so every part is split over TP. For a
+    GeLU MLP this is Megatron's own sbh(18 + 4f/h) without its two dropout masks (verl's models have none)."""
+    h = m.hidden
+    attention = 4 * h + 4 * m.q_dim + 4 * m.kv_dim
+    if m.is_moe:
+        moe_share = m.moe_layers / m.layers
+        routed = m.experts_per_token * (s.etp * 4 * h + 6 * m.moe_intermediate)
+        moe = 4 * h + routed + 6 * m.shared_expert_intermediate + 8 * m.experts
+        dense = 4 * h + 6 * m.intermediate
+        mlp = moe_share * moe + (1 - moe_share) * dense
+    else:
+        mlp = 4 * h + 6 * m.intermediate
+    return int((attention + mlp) / s.tp)
+
+
 def _layers_per_stage(m: ModelShape, s: Setup) -> int:
     return -(-m.layers // s.pp)
 
 
+def micro_batches(s: Setup, tokens: int) -> int:
+    """Micro-batches one DP rank runs per mini-batch (what the pipeline can keep in flight)."""
+    seq = s.prompt_len + s.response_len
+    per_rank = s.mini_batch_size * s.n_resp * seq / max(1, s.dp * s.cp)
+    return max(1, int(-(-per_rank // max(1, tokens))))
+
+
+def pipeline_in_flight(s: Setup, tokens: int) -> float:
+    """Layers' worth of micro-batches the first stage holds, as a multiple of one stage's layers."""
+    if s.pp <= 1:
+        return 1.0
+    if s.vpp and s.vpp > 1:
+        return s.pp * (1 + (s.pp - 1) / (s.pp * s.vpp))
+    return float(min(s.pp, micro_batches(s, tokens)))
+
+
 def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
     """Training forward kept for backward, with or without recompute / gradient checkpointing."""
-    full = layer_activation_bytes(m)
-    keep = 2 * m.hidden  # a checkpointed layer keeps its input only
+    keep = 2 * m.hidden  # a checkpointed layer (or chunk) keeps its input only
     layers = _layers_per_stage(m, s)
     if s.framework == "fsdp":
+        full = layer_activation_bytes(m)
         if s.gradient_checkpointing:
             total = tokens * (layers * keep + full)
             text = f"{tokens} tokens x ({layers} layers x {keep} B checkpointed input + one layer {full} B)"
         else:
             total = tokens * layers * full
             text = f"{tokens} tokens x {layers} layers x {full} B (no gradient checkpointing)"
-        return Term(total, text)
-    if s.recompute == "full":
-        recomputed = layers if s.recompute_method != "block" else min(layers, s.recompute_layers or layers)
-    else:
-        recomputed = 0
-    stored = tokens * (recomputed * keep + (layers - recomputed) * full) / s.tp
-    working = tokens * full / s.tp if recomputed else 0  # the one layer being recomputed
-    in_flight = min(s.pp, max(1, s.mini_batch_size * s.n_resp // max(1, s.dp))) if s.pp > 1 else 1
-    text = (f"{tokens} tokens x ({recomputed} recomputed layers x {keep} B + {layers - recomputed} layers x {full} B) "
-            f"/ TP {s.tp}" + (f" x {in_flight} micro-batches in flight (PP {s.pp})" if in_flight > 1 else "")
-            + (" + one layer recomputing" if recomputed else ""))
-    return Term(stored * in_flight + working, text)
+        return Term(total, text, SRC_ACT_HF)
+    full = megatron_layer_bytes(m, s)
+    keep_rank = keep / s.tp  # sequence parallel: the checkpointed input is this rank's shard
+    chunk = max(1, s.recompute_layers or 1)
+    if s.recompute == "full" and s.recompute_method == "block":
+        recomputed = min(layers, chunk)
+        stored_per_token = recomputed * keep_rank + (layers - recomputed) * full
+        working_layers = 1
+        how = f"{recomputed} recomputed layers x {keep_rank:.0f} B + {layers - recomputed} layers x {full} B"
+    elif s.recompute == "full":  # uniform (Megatron's default method): one input per chunk of N layers
+        chunks = -(-layers // chunk)
+        stored_per_token = chunks * keep_rank
+        working_layers = min(chunk, layers)
+        how = f"{chunks} checkpointed chunks of {chunk} layers x {keep_rank:.0f} B"
+    else:  # none or selective (core_attn: flash attention keeps no score matrix either way)
+        stored_per_token = layers * full
+        working_layers = 0
+        how = f"{layers} layers x {full} B"
+    in_flight = pipeline_in_flight(s, tokens)
+    working = tokens * working_layers * full  # the chunk being recomputed in the backward
+    text = (f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)"
+            + (f" x {in_flight:g} micro-batches in flight (PP {s.pp}" + (f", VPP {s.vpp}" if s.vpp else "") + ")"
+               if in_flight != 1 else "")
+            + (f" + {working_layers} layer(s) recomputing" if working_layers else ""))
+    return Term(tokens * stored_per_token * in_flight + working, text,
+                SRC_ACT_MCORE + ("; " + SRC_RECOMPUTE if s.recompute == "full" else "") + ("; " + SRC_PP if s.pp > 1 else ""))
 
 
 def forward_activations(m: ModelShape, s: Setup, tokens: int) -> Term:
     """Forward without grad (log-prob): about two layers' worth alive at a time."""
-    full = layer_activation_bytes(m)
-    return Term(tokens * 2 * full / s.tp, f"{tokens} tokens x 2 layers x {full} B" + (f" / TP {s.tp}" if s.tp > 1 else ""))
+    full = layer_activation_bytes(m) if s.framework == "fsdp" else megatron_layer_bytes(m, s) * s.tp
+    return Term(tokens * 2 * full / s.tp, f"{tokens} tokens x 2 layers x {full} B" + (f" / TP {s.tp}" if s.tp > 1 else ""),
+                "no_grad forward: a layer's input and output alive at once")
+
+
+SRC_LOGITS_MCORE = (MCORE + "transformer/module.py:495 (Float16Module upcasts the last stage's logits to fp32; verl "
+                    "wraps with it, utils/megatron_utils.py:241), tensor_parallel/cross_entropy.py:187 (exp_logits "
+                    "saved); " + VERL + "workers/engine/megatron/transformer_impl.py:1197 (logits.clone() for "
+                    "entropy), utils/megatron/tensor_parallel.py:126 (entropy saves its softmax)")
+SRC_LOGITS_FSDP = (VERL + "workers/engine/fsdp/transformer_impl.py (HF lm_head output, bf16 under FSDP mixed "
+                   "precision; log-probs row by row, utils/torch_functional.py:173), utils/torch_functional.py:231 "
+                   "entropy_from_logits (bf16 softmax + products), :266 chunked (fp32 per 2048-token chunk)")
 
 
 def logits(m: ModelShape, s: Setup, tokens: int, *, training: bool, entropy: bool) -> Term:
     """The [tokens, vocab] peak: logits, and entropy's softmax copies unless chunked/checkpointed."""
     vocab = m.vocab / s.tp
+    if s.fused_kernels:  # the kernel tiles over vocab: per token only its log-prob, entropy and 3 running stats (fp32)
+        return Term(tokens * 6 * 4, f"{tokens} tokens x 6 fp32 scalars (fused kernels: no [tokens, vocab] logits)",
+                    VERL + "utils/kernel/linear_cross_entropy.py:77-80 (efficient_entropy_forward saves hidden, "
+                           "weight, labels and per-token maximum/accumulate/entropy_b)")
     if s.framework == "megatron":
-        per = 4 + 4 + (4 if training else 0)  # fp32 logits, vocab-parallel softmax, grad
-        text = f"{tokens} tokens x vocab {m.vocab}/{s.tp} x {per} B (fp32 logits, softmax" + (", grad)" if training else ")")
-    else:
-        per = 2 + (2 if training else 0)  # bf16 logits (+ their grad); log-prob is taken row by row
-        text = f"{tokens} tokens x vocab {m.vocab} x {per} B (bf16 logits" + (" + grad)" if training else ")")
+        # fp32 logits (Float16Module) + cross-entropy's saved exp (4) [+ the logits' grad in the backward (4)]
+        per = 4 + 4 + (4 if training else 0)
+        text = f"{tokens} tokens x vocab {m.vocab}/{s.tp} x {per} B (fp32 logits, cross-entropy exp" + \
+            (", grad)" if training else ")")
+        total = tokens * vocab * per
+        if entropy:
+            chunked = s.entropy_chunking and not training  # with grad, every chunk's softmax is saved anyway
+            rows = min(tokens, ENTROPY_CHUNK) if chunked else tokens
+            total += tokens * vocab * 4 + rows * vocab * 4
+            text += " + entropy: the logits' fp32 clone and its softmax" + (f" over {rows}-token chunks" if chunked else "")
+        return Term(total, text, SRC_LOGITS_MCORE)
+    per = 2 + (2 if training else 0)  # bf16 logits (+ their grad); log-prob is taken row by row
+    text = f"{tokens} tokens x vocab {m.vocab} x {per} B (bf16 logits" + (" + grad)" if training else ")")
     total = tokens * vocab * per
     if entropy:
         if s.entropy_chunking or (training and s.entropy_checkpointing):
@@ -180,7 +283,17 @@ def logits(m: ModelShape, s: Setup, tokens: int, *, training: bool, entropy: boo
         else:
             total += tokens * vocab * 6
             text += " + entropy softmax copies x 6 B (no chunking)"
-    return Term(total, text)
+    return Term(total, text, SRC_LOGITS_FSDP)
+
+
+def moe_dispatch_buffers(m: ModelShape, s: Setup, tokens: int) -> Term:
+    """The all-to-all's send and receive buffers for one MoE layer's top-k token copies (bf16), alive while it runs."""
+    if not m.is_moe or s.framework != "megatron":
+        return Term(0, "dense model: no token dispatch")
+    copies = tokens / s.tp * m.experts_per_token * s.etp
+    return Term(copies * m.hidden * 2 * 2, f"{tokens}/{s.tp} tokens x top-{m.experts_per_token} x ETP {s.etp} x hidden "
+                                         f"{m.hidden} x 2 B x 2 (dispatch and combine buffers)",
+                MCORE + "transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher (all_to_all of permuted tokens)")
 
 
 # ---- rollout ---------------------------------------------------------------------------------
@@ -189,8 +302,9 @@ def rollout_weights(m: ModelShape, s: Setup) -> Term:
     if m.is_moe and s.rollout_ep > 1:
         return Term(m.dense_params() * 2 / s.rollout_tp + m.expert_params() * 2 / s.rollout_ep,
                     f"{_b(m.dense_params())} x 2 B / rollout TP {s.rollout_tp} + experts {_b(m.expert_params())} "
-                    f"x 2 B / rollout EP {s.rollout_ep}")
-    return Term(m.params() * 2 / s.rollout_tp, f"{_b(m.params())} x 2 B (bf16) / rollout TP {s.rollout_tp}")
+                    f"x 2 B / rollout EP {s.rollout_ep}", VLLM + "model weights in the model's dtype, sharded by TP/EP")
+    return Term(m.params() * 2 / s.rollout_tp, f"{_b(m.params())} x 2 B (bf16) / rollout TP {s.rollout_tp}",
+                VLLM + "model weights in the model's dtype, sharded by TP")
 
 
 def kv_per_token(m: ModelShape, s: Setup) -> Term:
@@ -200,7 +314,8 @@ def kv_per_token(m: ModelShape, s: Setup) -> Term:
     else:
         text = (f"{m.layers} layers x {m.kv_heads} KV heads x {m.head_dim} head dim x 2 B x 2 (K, V) / rollout TP "
                 f"{s.rollout_tp}")
-    return Term(per, text)
+    return Term(per, text, VLLM + "v1/kv_cache_interface.py AttentionSpec.page_size_bytes (2 x block x kv heads x "
+                           "head size x dtype; MLA: one latent)")
 
 
 def rollout_activation(m: ModelShape, s: Setup) -> Term:
@@ -209,12 +324,121 @@ def rollout_activation(m: ModelShape, s: Setup) -> Term:
     act = tokens * (4 * m.hidden + 2 * m.q_dim + 3 * m.mlp_act_width() / s.rollout_tp) * 2
     sampler = min(s.max_num_seqs, tokens) * m.vocab * 4 / s.rollout_tp
     return Term(act + sampler, f"max_num_batched_tokens {tokens} through one layer + {min(s.max_num_seqs, tokens)} "
-                               f"sequences' fp32 logits")
+                               f"sequences' fp32 logits",
+                VLLM + "v1/worker/gpu_model_runner.py:6239 profile_run (_dummy_run of max_num_batched_tokens, "
+                       ":6045 _dummy_sampler_run of max_num_seqs)")
 
 
-def engine_overhead(s: Setup) -> Term:
-    """Outside gpu_memory_utilization: runtime, communicators, and CUDA/ACL graphs unless eager."""
-    base = 1.0 if s.device == "gpu" else 1.5
-    graphs = 0.0 if s.enforce_eager else (1.0 if s.device == "gpu" else 1.5)
-    return Term((base + graphs) * GIB, f"{base:g} GiB runtime" + ("" if s.enforce_eager else f" + {graphs:g} GiB graphs "
-                                                                   "(enforce_eager off)"))
+# ---- allowances outside what the phases allocate --------------------------------------------------
+
+CONTEXT_GB = {"gpu": 0.75, "npu": 1.5}  # the process's CUDA / CANN context and runtime workspaces
+SRC_CONTEXT = ("assumed: CUDA context + cuBLAS/cuDNN workspaces of one process (~0.5-1 GiB on H100-class GPUs); "
+               "CANN context + runtime on 910B/A3 (~1.5 GiB); one process holds trainer and engine (verl hybrid worker)")
+NCCL_COMM_MIB = 32 * 2 * 4  # channels (NCCL_MAX_NCHANNELS 32 on NVLink) x send/recv x NCCL_BUFFSIZE 4 MiB
+HCCL_COMM_MIB = 2 * 200  # HCCL_BUFFSIZE 200 MB by default; a communicator holds two (CANN HCCL environment docs)
+GRAPHS_GB = {"gpu": 1.0, "npu": 1.5}
+FRAGMENTATION = 0.05  # of the usable memory, in the phases the caching allocator serves (training)
+
+
+def device_context(s: Setup) -> Term:
+    """Memory the device runtime keeps for the process, outside every torch allocation."""
+    gb = CONTEXT_GB.get(s.device, 1.0)
+    return Term(gb * GIB, f"{s.device.upper()} context and runtime of the worker process, {gb:g} GiB", SRC_CONTEXT)
+
+
+def communicators(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> list[str]:
+    """The process groups a device's worker talks over (each one an NCCL/HCCL communicator with its buffers)."""
+    groups: list[str] = []
+    if trainer_side:
+        if s.framework == "megatron":
+            groups += [g for g, size in (("TP", s.tp), ("PP", s.pp), ("CP", s.cp), ("DP", s.dp)) if size > 1]
+            if s.ep > 1:
+                groups.append("EP")
+                if s.world // max(1, s.ep * s.etp * s.pp) > 1:
+                    groups.append("expert-DP")
+        else:
+            groups.append("FSDP")
+            if s.sp > 1:
+                groups.append("Ulysses SP")
+    if rollout_side and s.rollout_tp > 1:
+        groups.append("rollout TP")
+    if rollout_side and s.rollout_ep > 1:
+        groups.append("rollout EP")
+    return groups
+
+
+def comm_buffers(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> Term:
+    """NCCL/HCCL buffers of the communicators alive on the device (vLLM makes its own before it measures memory,
+    so they are outside gpu_memory_utilization: vLLM 0.24.0 v1/worker/gpu_worker.py:318-341)."""
+    groups = communicators(s, rollout_side=rollout_side, trainer_side=trainer_side)
+    mib = HCCL_COMM_MIB if s.device == "npu" else NCCL_COMM_MIB
+    what = "HCCL_BUFFSIZE 200 MB x 2" if s.device == "npu" else "32 channels x 2 x NCCL_BUFFSIZE 4 MiB"
+    return Term(len(groups) * mib * 2 ** 20, f"{len(groups)} communicators ({', '.join(groups) or 'none'}) x {mib} MiB "
+                                             f"({what})",
+                "NCCL_BUFFSIZE default 4 MiB per channel and peer (NCCL environment docs); HCCL_BUFFSIZE default "
+                "200 MB, two per communicator (CANN docs); " + VLLM + "v1/worker/gpu_worker.py:318")
+
+
+def graphs_outside_budget(s: Setup) -> bool:
+    """Whether the engine's captured graphs sit outside gpu_memory_utilization: vLLM 0.24 (verl 0.9's GPU image) and
+    vLLM 0.20.2 (verl 0.8's) measure them and take them from the KV cache (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    defaults to 1: envs.py, v1/worker/gpu_worker.py:467); the older vLLM of earlier verl images, SGLang and
+    vllm-ascend's ACL graphs come on top."""
+    if s.enforce_eager:
+        return False
+    return s.device == "npu" or s.rollout_engine == "sglang" or not s.verl_version.startswith(("0.8", "0.9", "1."))
+
+
+def graph_memory(s: Setup) -> Term:
+    """CUDA/ACL graphs the engine captured (enforce_eager off); they stay on the device while the engine sleeps
+    (verl docs/perf/perf_tuning.rst: cudagraph memory cannot be offloaded)."""
+    if s.enforce_eager:
+        return Term(0, "enforce_eager: no graphs captured")
+    gb = GRAPHS_GB.get(s.device, 1.0)
+    where = "outside gpu_memory_utilization" if graphs_outside_budget(s) else \
+        "inside gpu_memory_utilization (vLLM 0.24 takes them from the KV cache)"
+    return Term(gb * GIB, f"captured graphs, {gb:g} GiB, {where}",
+                "measured order of magnitude: vLLM logs 'Graph capturing finished ... took 0.5-1.5 GiB' at the "
+                "default capture sizes; " + VLLM + "v1/worker/gpu_worker.py:444-492")
+
+
+def engine_overhead(s: Setup, *, awake: bool = False) -> Term:
+    """The engine's memory outside gpu_memory_utilization while it generates (awake), or what stays on the device
+    while it sleeps: its communicators' buffers and its captured graphs (asleep always, awake where not in the budget)."""
+    comm = comm_buffers(s, trainer_side=False)
+    graphs = graph_memory(s)
+    kept = graphs.bytes if (not awake or graphs_outside_budget(s)) else 0.0
+    return Term(comm.bytes + kept, comm.formula + (f" + {graphs.formula}" if kept else ""),
+                comm.source + "; " + graphs.source)
+
+
+def fragmentation(usable_gb: float) -> Term:
+    """What the caching allocator reserves but cannot hand out again in a training phase."""
+    return Term(FRAGMENTATION * usable_gb * GIB, f"{FRAGMENTATION:.0%} of {usable_gb:.1f} GiB usable",
+                "assumed 5 % of the device; verl #2828's OOM trace shows 6.77 GiB reserved-but-unused of 79.11 GiB")
+
+
+# ---- critic (PPO with GAE) ---------------------------------------------------------------------
+
+SRC_CRITIC = (VERL + "trainer/config/_generated_ppo_trainer.yaml critic (fsdp model_dtype fp32, Adam; "
+              "enable_gradient_checkpointing true, ppo_max_token_len_per_gpu 32768); the value model is the "
+              "backbone with a hidden x 1 head in place of the lm_head (AutoModelForTokenClassification)")
+
+
+def critic_params_count(m: ModelShape) -> float:
+    return m.params() - (0 if m.tied_embeddings else m.vocab * m.hidden) + m.hidden
+
+
+def critic_state(m: ModelShape, s: Setup, *, params: bool, grads: bool, optimizer: bool) -> Term:
+    """The critic's parameters, gradients and Adam state on one device (what is resident in a phase)."""
+    n = critic_params_count(m)
+    if s.framework == "fsdp":
+        per = (4 if params else 0) + (4 if grads else 0) + (8 if optimizer else 0)
+        return Term(n * per / s.fsdp_shards, f"critic {_b(n)} params x {per} B (fp32" + (" params" if params else "")
+                    + (" + grads" if grads else "") + (" + Adam" if optimizer else "") + f") / {s.fsdp_shards} shards",
+                    SRC_CRITIC)
+    rank = (n - m.expert_params()) / (s.tp * s.pp) + m.expert_params() / (s.ep * s.etp * s.pp)
+    shards = max(1, s.world // max(1, s.tp * s.pp)) if s.distributed_optimizer else 1
+    total = rank * ((2 if params else 0) + (4 if grads else 0)) + (rank * 12 / shards if optimizer else 0)
+    return Term(total, f"critic's rank params {_b(rank)} x (bf16 params, fp32 grads, 12 B optimizer / DP {shards})",
+                SRC_CRITIC)

@@ -41,7 +41,9 @@ MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
     "entropy_from_logits_with_chunking": ((A + "actor.entropy_from_logits_with_chunking",) * 2, False),
     "entropy_checkpointing": ((A + "actor.entropy_checkpointing",) * 2, False),
     "entropy_coeff": ((A + "actor.entropy_coeff",) * 2, 0),
+    "calculate_entropy": ((A + "actor.calculate_entropy",) * 2, False),  # verl 0.9: entropy in the update for metrics
     "remove_padding": ((A + "model.use_remove_padding",) * 2, False),
+    "use_fused_kernels": ((A + "model.use_fused_kernels",) * 2, False),
     "rollout_tp": ((A + "rollout.tensor_model_parallel_size",) * 2, 2),
     "rollout_ep": ((A + "rollout.expert_parallel_size",) * 2, 1),
     "gpu_memory_utilization": ((A + "rollout.gpu_memory_utilization",) * 2, 0.5),
@@ -51,6 +53,18 @@ MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
     "free_cache_engine": ((A + "rollout.free_cache_engine",) * 2, True),
     "enforce_eager": ((A + "rollout.enforce_eager",) * 2, False),
     "rollout_name": ((A + "rollout.name",) * 2, "vllm"),
+    "virtual_pipeline_model_parallel_size": (("", MEG + "virtual_pipeline_model_parallel_size"), None),
+    # PPO with a critic (verl's default adv_estimator is gae; verl-deploy's plans set grpo): read, never set
+    "adv_estimator": (("algorithm.adv_estimator",) * 2, None),
+    "critic_param_offload": (("critic.fsdp.param_offload", "critic.megatron.param_offload"), False),
+    "critic_optimizer_offload": (("critic.fsdp.optimizer_offload", "critic.megatron.optimizer_offload"), False),
+    # verl 0.7 kept the critic's FSDP knobs under critic.model.fsdp_config
+    "critic_param_offload_v07": (("critic.model.fsdp_config.param_offload", ""), False),
+    "critic_optimizer_offload_v07": (("critic.model.fsdp_config.optimizer_offload", ""), False),
+    "critic_ppo_max_token_len_per_gpu": (("critic.ppo_max_token_len_per_gpu",) * 2, 32768),
+    "critic_ppo_micro_batch_size_per_gpu": (("critic.ppo_micro_batch_size_per_gpu",) * 2, None),
+    "critic_use_dynamic_bsz": (("critic.use_dynamic_bsz",) * 2, None),
+    "critic_gradient_checkpointing": (("critic.model.enable_gradient_checkpointing", ""), True),
 }
 
 

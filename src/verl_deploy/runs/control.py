@@ -542,6 +542,7 @@ def _supervise(record: RunRecord) -> None:
             elif trainer_finished(record, spec):
                 record.state = "succeeded"
                 _save(record)
+                _calibrate_clean(spec, record)
                 return
             else:
                 attempt.failure = incomplete(record, spec)
@@ -588,6 +589,23 @@ def _supervise(record: RunRecord) -> None:
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         _save(record)
+
+
+def _calibrate_clean(spec: RunSpec, record: RunRecord) -> None:
+    """Tell the memory estimate's calibration log that this configuration ran cleanly, with the device peak verl
+    printed (perf/max_memory_reserved_gb, else perf/max_memory_allocated_gb)."""
+    peak = None
+    for key in ("perf/max_memory_reserved_gb", "perf/max_memory_allocated_gb"):
+        value = record.metrics.get(key)
+        if isinstance(value, (int, float)) and value == value and 0 <= value < 10_000:
+            peak = float(value)
+            break
+    try:
+        from verl_deploy.memory import record_clean_run
+
+        record_clean_run(spec, peak)
+    except Exception:  # the log is advice for next time: never let it change how the run ended
+        pass
 
 
 def _calibrate(spec: RunSpec, diagnosis, decision) -> None:
