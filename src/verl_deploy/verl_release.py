@@ -28,6 +28,19 @@ def release_of(version: str) -> str:
     return _PRE_RELEASE.sub("", text)
 
 
+def release_numbers(version: str) -> tuple[int, int, int]:
+    """'0.9.1.dev' -> (0, 9, 1), '0.9.' -> (0, 9, 0); missing or unreadable parts are 0. The one reader of a
+    version's numbers (profiles pick by them, rules compare releases with them)."""
+    parts: list[int] = []
+    for piece in release_of(version).split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+    padded = (parts + [0, 0, 0])[:3]
+    return padded[0], padded[1], padded[2]
+
+
 def checkout_version(directory: str | os.PathLike) -> str | None:
     """The version in DIRECTORY/verl/version/version, or None where there is no readable one."""
     try:

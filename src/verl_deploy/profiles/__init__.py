@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from verl_deploy.findings import Finding, error, warning
 from verl_deploy.profiles.base import Key, Profile
+from verl_deploy.verl_release import release_numbers, release_of
 from verl_deploy.profiles import verl_0_6, verl_0_7_0, verl_0_8, verl_0_9
 
 PROFILES: tuple[Profile, ...] = (verl_0_6.PROFILE, verl_0_7_0.PROFILE, verl_0_8.PROFILE, verl_0_9.PROFILE)
@@ -12,12 +13,7 @@ SUPPORTED = "0.6.0, 0.6.1, 0.7.0, 0.7.1, 0.8.x, 0.9.x"
 
 def profile_for(version: str) -> Profile | Finding:
     """The profile serving `version`, or an error finding naming the supported versions."""
-    release = version.split("+")[0]
-    for suffix in (".dev", "rc", "a", "b", ".post"):
-        head, sep, _ = release.partition(suffix)
-        if sep and head[:1].isdigit():
-            release = head
-            break
+    release = release_of(version)
     for profile in PROFILES:
         if profile.serves(release):
             return profile
@@ -54,11 +50,7 @@ def profile_for_spec(spec) -> tuple[Profile | Finding, Finding | None]:
 
 def _minor(version: str) -> tuple[int, int]:
     """(major, minor) of "0.9.1" or "0.9."; unparsable counts as (0, 0)."""
-    parts = [p for p in version.split(".") if p][:2]
-    try:
-        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
-    except (ValueError, IndexError):
-        return 0, 0
+    return release_numbers(version)[:2]
 
 
 __all__ = ["Key", "Profile", "PROFILES", "SUPPORTED", "nearest_profile", "profile_for", "profile_for_spec"]

@@ -12,19 +12,12 @@ from typing import Any, Mapping
 import yaml
 
 from verl_deploy.compiler import Plan
+from verl_deploy.verl_release import release_numbers
 
 A = "actor_rollout_ref."
 
 
-def release(version: str) -> tuple[int, int, int]:
-    """'0.9.1.dev' -> (0, 9, 1); missing parts are 0."""
-    parts: list[int] = []
-    for piece in version.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple((parts + [0, 0, 0])[:3])  # type: ignore[return-value]
+release = release_numbers  # '0.9.1.dev' -> (0, 9, 1): rules compare releases with it
 
 
 def plan_values(plan: Plan) -> dict[str, Any]:
