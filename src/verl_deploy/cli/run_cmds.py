@@ -77,6 +77,8 @@ def launch_command(
     reuse_ray: bool = typer.Option(False, "--reuse-ray", help="Use a Ray cluster already running on the port instead "
                                                               "of starting this run's own (it is then never stopped)."),
     force: bool = typer.Option(False, "--force", help="Launch even though a live run uses the same checkpoint directory."),
+    allow_local_checkpoints: bool = typer.Option(False, "--allow-local-checkpoints", help="Multi-node: launch even "
+                                                 "though the nodes do not share the checkpoint directory (no resume)."),
     **options: Any,
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
@@ -159,7 +161,12 @@ def launch_command(
     if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
 
+        from verl_deploy.preflight.shared_storage import storage_area
+
         node_findings = check_nodes(spec)
+        storage = [] if node_findings else storage_area(spec, allow_local_checkpoints).findings()
+        print_findings([f for f in storage if f.level == "warning"])
+        node_findings = node_findings or [f for f in storage if f.level == "error"]
         if node_findings:
             raise fail(node_findings, as_json=json_output)
     users = live_users(spec.effective_ckpts_dir)
