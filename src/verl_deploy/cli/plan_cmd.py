@@ -42,6 +42,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
                                              "runs (inside --container, else on this host)."),
                  verify_env: bool = typer.Option(False, "--verify-env", help="Run --verify with the local environment "
                                                  "`verl-deploy verify-env VERSION` built (no accelerator needed)."),
+                 rehearse: bool = typer.Option(False, "--rehearse", help="Also show what `launch --rehearse` changes "
+                                               "for its rehearsal (steps, lengths, checkpoint folder)."),
                  **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
@@ -68,9 +70,23 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
         document["command"] = ["python3", *prepared.plan.argv()]
         if verified is not None:
             document["verify"] = verified.as_dict()
+        if rehearse:
+            from verl_deploy.cli.rehearse_flow import rehearsal_view
+
+            document["rehearsal"] = rehearsal_view(prepared.spec)
         print_json(document)
     else:
         show_plan(prepared)
+        if rehearse:
+            from rich.markup import escape
+
+            from verl_deploy.cli.output import console
+            from verl_deploy.cli.rehearse_flow import rehearsal_view
+
+            changes = rehearsal_view(prepared.spec)
+            console().print(f"[bold]rehearsal[/] (launch --rehearse): {changes['train_steps']} step(s), saving at step "
+                            f"{changes['save_step']} and resuming from it; " +
+                            escape(", ".join(f"{k}={v}" for k, v in changes.items() if k not in ("train_steps", "save_step"))))
     if not prepared.ok:
         raise typer.Exit(code=1)
 

@@ -79,6 +79,9 @@ def launch_command(
     force: bool = typer.Option(False, "--force", help="Launch even though a live run uses the same checkpoint directory."),
     allow_local_checkpoints: bool = typer.Option(False, "--allow-local-checkpoints", help="Multi-node: launch even "
                                                  "though the nodes do not share the checkpoint directory (no resume)."),
+    rehearse: bool = typer.Option(False, "--rehearse", help="First a rehearsal (<= 3 steps, 1/4 lengths, one save and "
+                                  "one resume); the real run starts only when it ends well."),
+    rehearse_only: bool = typer.Option(False, "--rehearse-only", help="Only the rehearsal; the real run is not started."),
     **options: Any,
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
@@ -176,6 +179,12 @@ def launch_command(
                           f"stop it (`verl-deploy stop {users[0]}`), choose another --ckpts-dir, or pass --force")],
                    as_json=json_output)
     confirm(prepared, f"launch ({chosen} backend)", yes=yes)
+    if rehearse or rehearse_only:
+        from verl_deploy.cli.rehearse_flow import rehearse_first
+
+        rehearse_first(spec, lambda part: launch(part, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
+                                                 start_timeout=start_timeout, say=_say, backend_options=backend_options),
+                       only=rehearse_only, json_output=json_output, say=_say)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
                         start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force)
