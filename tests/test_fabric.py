@@ -23,7 +23,7 @@ def _fabric(npu_host, *extra):
 def test_a_real_gloo_all_reduce_between_two_ranks_reports_bus_bandwidth(npu_host):
     _, fabric = _fabric(npu_host, "--socket-ifname", "lo")
     ranks = fabric["data"]["ranks"]
-    assert [r["rank"] for r in ranks] == [0, 1] and [r["device"] for r in ranks] == [0, 1]
+    assert [r["rank"] for r in ranks] == [0, 1] and [r["device"] for r in ranks] == [0, 1], fabric["rows"]
     assert all(r["ok"] and r["backend"] == "gloo" and r["busbw_gbps"] > 0 for r in ranks)
     node = next(iter(fabric["data"]["nodes"].values()))
     assert node["ranks"] == 2 and node["busbw_gbps"] > 0

@@ -6,7 +6,7 @@ Three marks tell an attempt's processes from everyone else's, each written down 
   daemons, Ray workers, a vLLM/SGLang server, a process that called setsid);
 - its Ray: the session directory and temp dir its start_verl.sh printed and the handle kept
   (backends/rayprocs.py): GCS, raylet, dashboard, workers name it on their command line;
-- its process group, checked against the recorded start time and pgid before any signal (base.stranger).
+- its process group, while its leader is the recorded one (start time and pgid, base.recorded_alive).
 
 A process is ended only when one of those marks is its own. For each one freed: pid, command,
 which mark, and the device files (NPU/GPU) it held.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from verl_deploy.backends.base import stranger
+from verl_deploy.backends.base import recorded_alive
 from verl_deploy.backends.rayprocs import ray_processes, started_head
 
 # the device files an accelerator process holds open (Ascend: /dev/davinciN, NVIDIA: /dev/nvidiaN)
@@ -105,7 +105,9 @@ def local_leftovers(handle: dict) -> list[tuple[psutil.Process, str]]:
             if process.pid not in keep:
                 found.setdefault(process.pid, (process, mark))
     pid = handle.get("pid")
-    if isinstance(pid, int) and pid > 1 and stranger(handle) is None:
+    # the group only while its recorded leader runs: once the leader and all members are gone the kernel may give
+    # the number to a stranger's new group (their descendants still carry the environment mark)
+    if isinstance(pid, int) and pid > 1 and recorded_alive(handle):
         for process in psutil.process_iter(["pid"]):
             try:
                 if os.getpgid(process.pid) == pid and process.pid not in keep:

@@ -26,6 +26,7 @@ PROBE = Path(__file__).with_name("fabric_probe.py")
 IFNAME_VARIABLES = ("HCCL_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
 SLOW = 0.5  # a node below this share of the fastest node's bus bandwidth is called slow
 MB, ITERS = 16.0, 5
+STARTUP = 120  # seconds each rank may take to import torch (and torch_npu) before the collective's timeout starts
 
 
 def _free_port() -> int:
@@ -93,7 +94,7 @@ def fabric_area(spec: RunSpec, *, timeout: float = 120.0, mb: float = MB, iters:
     for index, node in enumerate(nodes):
         args = {"node": node, "node_rank": index, "devices": list(spec.devices), "world": len(nodes) * len(spec.devices),
                 "master_addr": addr, "master_port": port, "kind": spec.device, "backend": "auto", "mb": mb,
-                "iters": iters, "timeout": int(timeout), "env": env}
+                "iters": iters, "timeout": int(timeout), "startup": STARTUP, "env": env}
         argv = _on_node(spec, index, ["python3", "-c", source, json.dumps(args)])
         try:
             launched.append((node, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -105,7 +106,7 @@ def fabric_area(spec: RunSpec, *, timeout: float = 120.0, mb: float = MB, iters:
     headers: dict[str, dict] = {}
     for node, process in launched:
         try:
-            out, err = process.communicate(timeout=max(1.0, timeout + 30 - (time.monotonic() - started)))
+            out, err = process.communicate(timeout=max(1.0, timeout + STARTUP + 30 - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, 9)
             out, err = process.communicate()

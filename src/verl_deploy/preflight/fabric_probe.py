@@ -79,7 +79,7 @@ def main():
         process = context.Process(target=rank_main, args=(args, rank, local, device, backend))
         process.start()
         ranks.append((rank, device, process))
-    deadline = time.monotonic() + args["timeout"] + 15
+    deadline = time.monotonic() + args["timeout"] + args.get("startup", 120)  # importing torch on a loaded host
     for rank, device, process in ranks:
         process.join(max(0.1, deadline - time.monotonic()))
         if process.is_alive():

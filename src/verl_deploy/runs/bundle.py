@@ -183,8 +183,8 @@ def _summary(record: RunRecord, verdicts: dict[int, dict], versions: dict, check
     lines += ["", "## Versions", "", "| component | version |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in versions.items() if value]
     if check is not None:
-        lines += ["", f"## Check (this host, now)", "", f"{check.get('verdict')}"]
-        lines += [f"- {f.get('level')}: {f.get('message')}" for f in check.get("findings", [])[:20]]
+        lines += ["", "## Check (this host, now)", "", f"{check.get('verdict')}"]
+        lines += [f"- {f.get('level')}: {f.get('check')}: {f.get('message')}" for f in check.get("findings", [])[:20]]
     lines += ["", "## In this archive", "",
               "run.json, failure.json, check.json, versions.json; attempt-N/: scripts/ (start_verl.sh, "
               "run_training.sh, plan.json), handle.json, diagnosis.json, log-head.txt, log-tail.txt, "
