@@ -61,6 +61,9 @@ def _fix_for(error: str, node: str, device: int, kind: str, addr: str, port: int
     if any(word in lowered for word in ("busy", "in use", "out of memory", "resource", "device or resource")):
         tool = "npu-smi info" if kind == "npu" else "nvidia-smi"
         return f"device {device} on {node} is busy or unusable: see `{tool}` there and end what holds it, or leave it out (--devices)"
+    if "no module named" in lowered:
+        return (f"the python3 on {node}'s PATH (the one the training runs with) lacks that package: install it there, or "
+                "pass --container with the run's container")
     if "unable to find address for" in lowered or "no address" in lowered:
         return (f"the interface given on {node} has no address the collective can use (down, or no IP): pass "
                 f"--socket-ifname with the interface whose address reaches the other nodes (`ip -br addr`; exported "
