@@ -15,7 +15,8 @@ OOM), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exit
 STANDIN_FAIL_STEP without verl's final line). STANDIN_LINES_FILE: its bytes are written into the log
 as they are, once, before step STANDIN_LINES_STEP (default 1): hostile lines for the watcher. Checkpoints hold the files verl's FSDP or Megatron
 checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
-the time per step. STANDIN_RAY=1 first connects to the Ray cluster as verl's driver does (`ray.init()`
+the time per step. STANDIN_SERVER_FILE: a detached
+"rollout server" (its own session, like a vLLM server) holds that file open as a device. STANDIN_RAY=1 first connects to the Ray cluster as verl's driver does (`ray.init()`
 with RAY_ADDRESS set), which needs the cluster's token when it uses token authentication.
 """
 
@@ -76,6 +77,13 @@ if __name__ == "__main__":
         ray.init(log_to_driver=False)
         say(f"connected to the Ray cluster: {int(ray.cluster_resources().get('CPU', 0))} CPU")
         ray.shutdown()
+    if os.environ.get("STANDIN_SERVER_FILE"):  # a rollout server that left the process group (setsid), holding a device
+        import subprocess
+
+        server = subprocess.Popen([sys.executable, "-c", "import sys, time; held = open(sys.argv[1], 'a'); time.sleep(3600)",
+                                   os.environ["STANDIN_SERVER_FILE"]], start_new_session=True, stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        say(f"rollout server started (pid {server.pid})")
     if fail == "kv_cache" and utilization > 0.5:
         print("(WorkerDict pid=77) INFO 11-29 10:01:12 [kv_cache_utils.py:716] profiling", flush=True)
         print("(EngineCore_DP0 pid=1102)   File \"/vllm-workspace/vllm/vllm/v1/core/kv_cache_utils.py\", line 699, "

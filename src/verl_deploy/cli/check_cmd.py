@@ -90,6 +90,10 @@ def check_command(
     save: bool = typer.Option(True, "--save/--no-save", help="Save detected values for plan/generate on this host."),
     verify: bool = typer.Option(True, "--verify/--no-verify", help="Run verl's own validation of the run's config where "
                                 "it runs (inside --container, else here), when verl is there."),
+    fabric: bool = typer.Option(False, "--fabric", help="Run a real all-reduce across every device of every node "
+                                "where the training runs; bus bandwidth per node, the node/device/interface that fails."),
+    allow_local_checkpoints: bool = typer.Option(False, "--allow-local-checkpoints", help="Multi-node: a checkpoint "
+                                                 "directory the nodes do not share is a warning, not an error (no resume)."),
     **options: Any,
 ) -> None:
     """Probe the host (or the run's container) and say whether the training can run here."""
@@ -106,6 +110,14 @@ def check_command(
         raise fail(exc.findings, as_json=json_output) from None
     if verify:
         _add_verify(result)
+    if len(result.spec.nodes) > 1:  # multi-node: a token written in the checkpoint directory, read on every node
+        from verl_deploy.preflight.shared_storage import storage_area
+
+        result.areas["storage"] = storage_area(result.spec, allow_local_checkpoints)
+    if fabric:
+        from verl_deploy.preflight.fabric import fabric_area
+
+        result.areas["fabric"] = fabric_area(result.spec)
     saved_to = str(save_detected(result.detected, given=result.given_fields())) if save else None
     if json_output:
         document = result.as_dict()

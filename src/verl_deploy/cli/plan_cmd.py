@@ -45,6 +45,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
                                                  "`verl-deploy verify-env VERSION` built (no accelerator needed)."),
                  explain_memory: bool = typer.Option(False, "--explain-memory", help="Show every memory term of every "
                                                      "phase with its formula and source (with --json: memory_terms)."),
+                 rehearse: bool = typer.Option(False, "--rehearse", help="Also show what `launch --rehearse` changes "
+                                               "for its rehearsal (steps, lengths, checkpoint folder)."),
                  **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
@@ -75,6 +77,10 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
             from verl_deploy.cli.memory_explain import explain_document
 
             document["memory_terms"] = explain_document(prepared)
+        if rehearse:
+            from verl_deploy.cli.rehearse_flow import rehearsal_view
+
+            document["rehearsal"] = rehearsal_view(prepared.spec)
         print_json(document)
     else:
         show_plan(prepared)
@@ -82,6 +88,16 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
             from verl_deploy.cli.memory_explain import show_explanation
 
             show_explanation(prepared)
+        if rehearse:
+            from rich.markup import escape
+
+            from verl_deploy.cli.output import console
+            from verl_deploy.cli.rehearse_flow import rehearsal_view
+
+            changes = rehearsal_view(prepared.spec)
+            console().print(f"[bold]rehearsal[/] (launch --rehearse): {changes['train_steps']} step(s), saving at step "
+                            f"{changes['save_step']} and resuming from it; " +
+                            escape(", ".join(f"{k}={v}" for k, v in changes.items() if k not in ("train_steps", "save_step"))))
     if not prepared.ok:
         raise typer.Exit(code=1)
 

@@ -77,6 +77,11 @@ def launch_command(
     reuse_ray: bool = typer.Option(False, "--reuse-ray", help="Use a Ray cluster already running on the port instead "
                                                               "of starting this run's own (it is then never stopped)."),
     force: bool = typer.Option(False, "--force", help="Launch even though a live run uses the same checkpoint directory."),
+    allow_local_checkpoints: bool = typer.Option(False, "--allow-local-checkpoints", help="Multi-node: launch even "
+                                                 "though the nodes do not share the checkpoint directory (no resume)."),
+    rehearse: bool = typer.Option(False, "--rehearse", help="First a rehearsal (<= 3 steps, 1/4 lengths, one save and "
+                                  "one resume); the real run starts only when it ends well."),
+    rehearse_only: bool = typer.Option(False, "--rehearse-only", help="Only the rehearsal; the real run is not started."),
     **options: Any,
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
@@ -159,7 +164,12 @@ def launch_command(
     if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
 
+        from verl_deploy.preflight.shared_storage import storage_area
+
         node_findings = check_nodes(spec)
+        storage = [] if node_findings else storage_area(spec, allow_local_checkpoints).findings()
+        print_findings([f for f in storage if f.level == "warning"])
+        node_findings = node_findings or [f for f in storage if f.level == "error"]
         if node_findings:
             raise fail(node_findings, as_json=json_output)
     users = live_users(spec.effective_ckpts_dir)
@@ -169,6 +179,12 @@ def launch_command(
                           f"stop it (`verl-deploy stop {users[0]}`), choose another --ckpts-dir, or pass --force")],
                    as_json=json_output)
     confirm(prepared, f"launch ({chosen} backend)", yes=yes)
+    if rehearse or rehearse_only:
+        from verl_deploy.cli.rehearse_flow import rehearse_first
+
+        rehearse_first(spec, lambda part: launch(part, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
+                                                 start_timeout=start_timeout, say=_say, backend_options=backend_options),
+                       only=rehearse_only, json_output=json_output, say=_say)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
                         start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force)

@@ -23,7 +23,7 @@ from verl_deploy.preflight.report import Area, finding_dict
 from verl_deploy.spec import RunSpec
 
 ORDER = ("accelerators", "ascend", "software", "stack", "docker", "models", "datasets", "network", "ray", "disk", "swanlab",
-         "verify")
+         "verify", "storage", "fabric")
 
 
 @dataclass
