@@ -57,8 +57,14 @@ class Migration:
 
 
 def _keys_of_release(version: str, values: dict[str, Any], locate_source) -> dict[str, Any]:
-    """Every key of the release's entry config for this mode and framework, with its default."""
+    """Every key of the release with its default: its key table (profiles/keys/), else its entry config
+    for this mode and framework composed from the release's tree."""
     from verl_deploy.importer import compose as composing
+    from verl_deploy.profiles.keytables import key_table
+
+    table = key_table(version)
+    if table is not None:
+        return table
 
     profile = profile_for(version)
     if not isinstance(profile, Profile):
