@@ -64,6 +64,8 @@ def import_command(
                                recipe_dirs=tuple(recipe_dir))
     except ImportProblem as exc:
         raise fail([error("script", str(exc), exc.fix)], as_json=json_output) from None
+    if result.problem:
+        raise fail([error("script", result.problem, "import a DAPO or one-step-off script")], as_json=json_output)
     migrated = None
     if to:
         from verl_deploy.importer.migrate import MigrateProblem, migrate_values
@@ -72,8 +74,6 @@ def import_command(
             migrated = migrate_values(result.config_values(), to)
         except MigrateProblem as exc:
             raise fail([error("to", str(exc), exc.fix)], as_json=json_output) from None
-    if result.problem:
-        raise fail([error("script", result.problem, "import a DAPO or one-step-off script")], as_json=json_output)
     text = render(result, script)
     if migrated is not None:
         from verl_deploy.importer.migrate import render_migrated

@@ -283,8 +283,8 @@ def _complete(result: Imported, original: composing.Composed, source, profile: P
     result.overrides = list(given.values())
     result.aside = [d for d in diffs if d.key in aside_keys and not _same_path(d)]
     result.remaining = [d for d in diffs if d.key not in aside_keys]
-    added = {o.key for o in plan.overrides if o.prefix in ("+", "++") and o.origin != "--override"}
-    result.additions = [d for d in result.remaining if d.missing == "original" and d.key in added]
+    plus = {o.key for o in plan.overrides if o.prefix in ("+", "++") and o.origin != "--override"}
+    result.additions = [d for d in result.remaining if d.missing == "original" and d.key in plus]
 
 
 def _same_path(diff: composing.Difference) -> bool:

@@ -115,7 +115,10 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
             kept.append(_prefix_for(parsed.prefix, new_key, new_keys) + new_key + _rest(parsed))
             migration.moved.append((key, new_key, why))
             continue
-        migration.removed.append((text, f"verl {target} has no {key} and no key that replaced it"))
+        near = _candidates(key, old_keys, new_keys)
+        replaced = (f"verl {target} has no {key}; keys new in {target} with its name and default: {', '.join(near[:4])}"
+                    if near else f"verl {target} has no {key} and no key that replaced it")
+        migration.removed.append((text, replaced))
     migration.values["overrides"] = kept
     migration.values["verl_version"] = target
     if not kept:
@@ -150,13 +153,17 @@ def _rest(parsed) -> str:
     return "" if parsed.value is None else "=" + parsed.value
 
 
-def _candidate(key: str, old_keys: dict[str, Any], new_keys: dict[str, Any]) -> str | None:
-    """A key new in the target with the same last name and default as this key (gone from the target)."""
+def _candidates(key: str, old_keys: dict[str, Any], new_keys: dict[str, Any]) -> list[str]:
+    """Keys new in the target with the same last name and default as this key (gone from the target)."""
     if key not in old_keys:
-        return None
+        return []
     leaf = key.rsplit(".", 1)[-1]
-    found = [k for k in new_keys if k not in old_keys and k.rsplit(".", 1)[-1] == leaf
-             and new_keys[k] == old_keys[key]]
+    return [k for k in new_keys if k not in old_keys and k.rsplit(".", 1)[-1] == leaf and new_keys[k] == old_keys[key]]
+
+
+def _candidate(key: str, old_keys: dict[str, Any], new_keys: dict[str, Any]) -> str | None:
+    """The one candidate move of a key, when there is exactly one."""
+    found = _candidates(key, old_keys, new_keys)
     return found[0] if len(found) == 1 else None
 
 
@@ -182,4 +189,9 @@ def render_migrated(text: str, migration: Migration) -> str:
     changed = {k: v for k, v in migration.values.items()}
     if "overrides" not in migration.values:
         changed["overrides"] = None
-    return update_config(text, changed)
+    import re
+
+    updated = update_config(text, changed)
+    note = f"# migrated from verl {migration.source} by `verl-deploy migrate`"
+    return re.sub(r"^(verl[-_]version: *[^#\n]*?)( +#[^\n]*)?$", lambda m: f"{m.group(1)}  {note}", updated,
+                  count=1, flags=re.M)

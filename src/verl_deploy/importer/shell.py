@@ -324,7 +324,8 @@ class _Walker:
         if kind == "ansi_c_string":
             return self.text(node)[2:-1].encode("utf-8").decode("unicode_escape", "replace"), []
         if kind in ("string", "translated_string"):
-            out, unknown = [], []
+            out: list[str] = []
+            unknown: list[Unknown] = []
             for child in node.children:
                 if child.type in ('"', "$"):
                     continue
@@ -336,7 +337,7 @@ class _Walker:
                 unknown += more
             return "".join(out), unknown
         if kind == "concatenation":
-            out, unknown = [], []
+            out, unknown = [], []  # type: ignore[var-annotated]
             for child in node.children:
                 text, more = self.expand(child, quoted=quoted)
                 out.append(text)
@@ -357,17 +358,17 @@ class _Walker:
 
                 return quote(text), []
         if kind in ("command_substitution", "process_substitution"):
-            unknown = self.r.note(f"command substitution {_short(self.text(node))} (its output is not known "
-                                  "without running it)", line)
-            return str(unknown), [unknown]
+            what = self.r.note(f"command substitution {_short(self.text(node))} (its output is not known "
+                               "without running it)", line)
+            return str(what), [what]
         if kind in ("array",):
-            unknown = self.r.note("an array where one word is expected", line)
-            return str(unknown), [unknown]
+            what = self.r.note("an array where one word is expected", line)
+            return str(what), [what]
         text = self.text(node)
         if not node.is_named:
             return text, []
-        unknown = self.r.note(f"{kind.replace('_', ' ')} {_short(text)} is not read", line)
-        return str(unknown), [unknown]
+        what = self.r.note(f"{kind.replace('_', ' ')} {_short(text)} is not read", line)
+        return str(what), [what]
 
     def _own_quoting(self, node) -> bool:
         """`$(hq "$X")` in a run_training.sh verl-deploy wrote: its own Hydra quoting (hydra_text.quote),
