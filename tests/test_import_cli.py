@@ -69,3 +69,11 @@ def test_refusals_are_one_line_and_leave_no_file(tmp_path):
     out.write_text("mine\n")
     again = run_cli("import", str(DAPO_070), "--output", str(out), *BASE)
     assert again.returncode == 1 and "--force" in _errors(again)[0] and out.read_text() == "mine\n"
+
+
+def test_the_release_is_read_from_the_entry_and_keys_when_not_given():
+    result = run_cli("import", str(DAPO_070), "--check", "--env", "HOME=/home/user", "--env", "PWD=/verl", "--json")
+    data = json.loads(result.stdout)
+    # recipe.dapo.main_dapo runs on every release; reward_model.overlong_buffer.* is only in 0.7.0 and older
+    assert data["verl_version"] == "0.7.0", data["version_why"]
+    assert "every key the script sets" in data["version_why"]
