@@ -67,6 +67,8 @@ from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_c
 from verl_deploy.cli import verify_env_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import bundle_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import clean_cmd  # noqa: E402,F401,I001
+from verl_deploy.cli import import_cmd  # noqa: E402,F401,I001
+from verl_deploy.cli import migrate_cmd  # noqa: E402,F401,I001
 
 
 def main() -> None:

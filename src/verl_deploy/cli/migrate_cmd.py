@@ -1,0 +1,64 @@
+"""`verl-deploy migrate CONFIG.yaml --to VERSION`: carry a config to another verl release."""
+
+from __future__ import annotations
+
+import typer
+
+from verl_deploy.cli import app
+
+EPILOG = """\
+Examples:
+
+  verl-deploy migrate dapo.yaml --to 0.9.1 --output dapo-0.9.1.yaml
+  verl-deploy migrate dapo.yaml --to 0.9.1 --in-place
+  verl-deploy plan --config dapo-0.9.1.yaml --verify --verify-env   # verl 0.9.1's own validation, on CPU
+
+Overrides whose key moved are mapped (reward_model.overlong_buffer.* -> reward.reward_kwargs.overlong_buffer_cfg.*),
+removed keys are named with what replaced them, and the result is checked like any plan. Exit status: 0 the
+migrated config plans cleanly, 1 it does not (the lines say why; the file is still written).
+"""
+
+
+@app.command("migrate", epilog=EPILOG)
+def migrate_command(
+    config: str = typer.Argument(..., help="A config file (as --config reads)."),
+    to: str = typer.Option(..., "--to", help="The verl release to move to, e.g. 0.9.1."),
+    output: str = typer.Option(None, "--output", "-o", help="Where to write the migrated config."),
+    in_place: bool = typer.Option(False, "--in-place", help="Rewrite CONFIG itself."),
+    json_output: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Move a config to another verl release: moved keys mapped, removed ones named, the result checked."""
+    import os
+
+    from verl_deploy.cli.output import console, fail, print_json
+    from verl_deploy.findings import error
+    from verl_deploy.importer.configout import write
+    from verl_deploy.importer.migrate import MigrateProblem, migrate_values, render_migrated
+    from verl_deploy.sources import load_config_file
+
+    if not output and not in_place:
+        raise fail([error("output", "no --output given", "give --output NEW.yaml, or --in-place to rewrite CONFIG")],
+                   as_json=json_output)
+    if output and os.path.exists(output) and os.path.abspath(output) != os.path.abspath(config):
+        raise fail([error("output", f"{output} exists", "give another --output (or --in-place for CONFIG)")],
+                   as_json=json_output)
+    values, problems = load_config_file(config)
+    if problems:
+        raise fail(problems, as_json=json_output)
+    try:
+        migration = migrate_values(values, to)
+    except MigrateProblem as exc:
+        raise fail([error("to", str(exc), exc.fix)], as_json=json_output) from None
+    with open(config, encoding="utf-8") as handle:
+        text = handle.read()
+    target = output or config
+    write(target, render_migrated(text, migration))
+    if json_output:
+        print_json({**migration.as_dict(), "output": target})
+    else:
+        out = console()
+        for line in migration.lines():
+            out.print(line, soft_wrap=True)
+        out.print(f"wrote {target}" + ("" if migration.ok else " (the plan has errors: see above)"), soft_wrap=True)
+    if not migration.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,110 @@
+"""`verl-deploy import`: verl's own DAPO, GRPO and one-step-off launch scripts (verl v0.6.1, v0.7.0 and
+verl-recipe, kept as fixtures with their source in the manifest) read, mapped to a config, and proven
+by composing both launches with Hydra against the real config tree of that release."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from verl_deploy.compiler import compile_plan
+from verl_deploy.importer import compose as composing
+from verl_deploy.importer.build import import_script
+from verl_deploy.importer.configout import render, write
+from verl_deploy.importer.launch import NoLaunch, find_launch
+from verl_deploy.importer.shell import read_script
+from verl_deploy.profiles import profile_for
+from verl_deploy.sources import resolve
+from verl_deploy.verlconfig.locate import locate
+
+ROOT = FIXTURES / "imported_scripts"
+MANIFEST = json.loads((ROOT / "manifest.json").read_text())
+# the recipe configs of each source (DAPO's yaml and one-step-off's are not in verl's wheels)
+RECIPES = {"verl-v0.6.1": (FIXTURES / "recipes" / "verl-v0.6.1", ROOT / "verl-v0.6.1"),
+           "verl-v0.7.0": (FIXTURES / "recipes" / "verl-v0.7.0", ROOT / "verl-v0.7.0"),
+           "verl-recipe-e7f8895": (FIXTURES / "recipes" / "verl-recipe-e7f8895",)}
+ENV = {"HOME": "/home/user", "PWD": "/verl"}  # what the scripts read from the environment for their paths
+
+
+def _entry(row) -> str:
+    try:
+        return find_launch(read_script(ROOT / row["fixture"], ENV)).entry
+    except NoLaunch:
+        return ""
+
+
+def _mode(row) -> str | None:
+    from verl_deploy.profiles.entries import entry_of
+
+    entry = entry_of(_entry(row))
+    return entry.mode if entry else None
+
+
+# the scripts a verl-deploy mode runs (DAPO's and one-step-off's entries); GRPO's main_ppo has no mode yet
+RUNNABLE = [row for row in MANIFEST if _mode(row)]
+
+
+def test_manifest_names_the_source_of_every_fixture():
+    assert len(MANIFEST) >= 150
+    for row in MANIFEST:
+        assert (ROOT / row["fixture"]).is_file(), row
+        assert row["repository"] in ("verl-project/verl", "verl-project/verl-recipe")
+        assert len(row["commit"]) == 40 and row["release"] in ("0.6.1", "0.7.0", "0.8.0")
+    sources = {row["fixture"].split("/")[0] for row in MANIFEST}
+    assert sources == set(RECIPES)
+    kinds = {row["path"].split("/")[-2] if "shell" not in row["path"] else "one_step_off_policy" for row in MANIFEST}
+    assert {"dapo", "grpo_trainer", "one_step_off_policy"} <= kinds
+
+
+def test_every_fixture_script_is_read_and_its_launch_found():
+    found, without = 0, []
+    for row in MANIFEST:
+        reading = read_script(ROOT / row["fixture"], ENV)
+        try:
+            launch = find_launch(reading)
+        except NoLaunch:
+            without.append(row["fixture"])
+            continue
+        found += 1
+        assert launch.entry.startswith(("recipe.", "verl.")), (row["fixture"], launch.entry)
+        assert launch.settings, row["fixture"]
+        for setting in launch.settings:  # every setting is Hydra text with its script line
+            assert setting.line >= 1 and setting.key and "<unknown" not in setting.text
+    print(f"\n{found} of {len(MANIFEST)} fixture scripts have a verl launch the reader finds; without: {without}")
+    assert found >= len(MANIFEST) - 5, without
+
+
+@pytest.mark.parametrize("row", RUNNABLE, ids=[r["fixture"] for r in RUNNABLE])
+def test_imported_config_composes_as_the_check_says(tmp_path, row):
+    """The config written composes (through resolve -> plan, as `generate --config` does) to the script's
+    own config, except exactly the keys the check names, each one a spec field or feature owns."""
+    source = row["fixture"].split("/")[0]
+    try:
+        result = import_script(str(ROOT / row["fixture"]), verl_version=row["release"], environ=ENV,
+                               recipe_dirs=tuple(str(p) for p in RECIPES[source]))
+    except Exception as exc:  # a script whose own overrides verl's config refuses (a bug in the script)
+        assert "refuses the script's overrides" in str(exc), exc
+        pytest.skip(f"verl {row['release']} refuses the script itself: {exc}")
+    config = write(tmp_path / "imported.yaml", render(result, row["fixture"]))
+    spec = resolve(config_file=config, environ={})
+    profile = profile_for(spec.verl_version)
+    plan = compile_plan(spec, profile)
+    locate_source = composing.source_with_recipe(locate(row["release"]), *RECIPES[source])
+    original = composing.compose(locate_source, result.launch.entry, result.launch.config_name or
+                                 _default_config(result), [s.text for s in result.launch.settings], profile,
+                                 result.framework, result.mode)
+    generated = composing.compose(locate_source, plan.entry_module, plan.config_name, plan.argv()[3:], profile,
+                                  result.framework, result.mode)
+    left = {d.key for d in composing.differences(original, generated)}
+    assert left - {d.key for d in result.aside} == {d.key for d in result.remaining}
+    owned = {o.key for o in plan.overrides if o.origin != "--override"}
+    assert {d.key for d in result.remaining} <= owned, "a difference an override could remove is left"
+
+
+def _default_config(result) -> str:
+    from verl_deploy.profiles.entries import entry_of
+
+    return entry_of(result.launch.entry).default_config

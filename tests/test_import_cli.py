@@ -1,0 +1,79 @@
+"""`verl-deploy import` as a user runs it: the config it writes plans, `--check` says what differs, and
+every refusal is one line with no file left behind."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES, run_cli
+
+SCRIPTS = FIXTURES / "imported_scripts"
+DAPO_070 = SCRIPTS / "verl-v0.7.0" / "recipe" / "dapo" / "run_dapo_qwen3_8b_base_npu.sh"
+RECIPE_070 = FIXTURES / "recipes" / "verl-v0.7.0"
+BASE = ["--verl-version", "0.7.0", "--recipe-dir", str(RECIPE_070), "--env", "HOME=/home/user", "--env", "PWD=/verl"]
+
+
+def _errors(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error")]
+
+
+def test_imported_config_plans_and_says_where_each_value_came_from(tmp_path):
+    out = tmp_path / "dapo.yaml"
+    result = run_cli("import", str(DAPO_070), "--output", str(out), *BASE)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "model_path: /home/user/verl/models/Qwen3-8B-Base  # script line 85" in text
+    assert "max_response_length: 20480  # script line 63" in text  # $((1024 * 20))
+    assert "#   MODEL_PATH -> model_path" in text  # the seeds' variable the script reads
+    assert "  - actor_rollout_ref.actor.ulysses_sequence_parallel_size=2  # script line 99" in text
+    planned = run_cli("plan", "--config", str(out), "--json")
+    assert planned.returncode == 0, [f for f in json.loads(planned.stdout)["findings"] if f["level"] == "error"]
+    command = " ".join(json.loads(planned.stdout)["command"])
+    assert "actor_rollout_ref.actor.ulysses_sequence_parallel_size=2" in command
+    assert "data.max_response_length=20480" in command and "recipe.dapo.main_dapo" in command
+
+
+def test_check_lists_the_keys_that_still_differ(tmp_path):
+    result = run_cli("import", str(DAPO_070), "--check", *BASE, "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 1 and data["ok"] is False
+    assert any(line.startswith("trainer.max_actor_ckpt_to_keep: the script gives None") for line in data["differences"])
+    assert not any("ulysses" in line for line in data["differences"])  # an override carried it over
+
+
+def test_check_of_a_generated_script_is_equivalent(tmp_path):
+    made = run_cli("generate", "--verl-version", "0.7.0", "--output-dir", str(tmp_path / "s"))
+    assert made.returncode == 0, made.stderr
+    result = run_cli("import", str(tmp_path / "s" / "run_training.sh"), "--check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "equivalent: the generated launch composes to the script's verl 0.7.0 config" in result.stdout
+
+
+def test_refusals_are_one_line_and_leave_no_file(tmp_path):
+    out = tmp_path / "c.yaml"
+    no_launch = tmp_path / "prep.sh"
+    no_launch.write_text("#!/bin/bash\nwget https://example.invalid/data.parquet\n")
+    grpo = SCRIPTS / "verl-v0.7.0" / "examples" / "grpo_trainer" / "run_qwen3-8b.sh"
+    cases = [
+        (["import", str(no_launch), "--output", str(out)], "no `python3 -m ENTRY"),
+        (["import", str(tmp_path / "missing.sh"), "--output", str(out)], "no such file"),
+        (["import", str(grpo), "--output", str(out), *BASE], "no verl-deploy mode"),
+        (["import", str(DAPO_070)], "--output"),
+        (["import", str(DAPO_070), "--output", str(out), "--env", "NOT A PAIR"], "NAME=VALUE"),
+    ]
+    for args, words in cases:
+        result = run_cli(*args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert len(_errors(result)) == 1 and words in _errors(result)[0], result.stderr
+        assert not out.exists()
+    out.write_text("mine\n")
+    again = run_cli("import", str(DAPO_070), "--output", str(out), *BASE)
+    assert again.returncode == 1 and "--force" in _errors(again)[0] and out.read_text() == "mine\n"
+
+
+def test_the_release_is_read_from_the_entry_and_keys_when_not_given():
+    result = run_cli("import", str(DAPO_070), "--check", "--env", "HOME=/home/user", "--env", "PWD=/verl", "--json")
+    data = json.loads(result.stdout)
+    # recipe.dapo.main_dapo runs on every release; reward_model.overlong_buffer.* is only in 0.7.0 and older
+    assert data["verl_version"] == "0.7.0", data["version_why"]
+    assert "every key the script sets" in data["version_why"]
