@@ -434,6 +434,12 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
                if isinstance(record.metrics.get(key), (int, float))]
     if metrics:
         out.print("metrics: " + " · ".join(metrics))
+    if record.validation.get("metrics"):  # verl's validation (val-core/...), the final one when training ended
+        from verl_deploy.watch.describe import validation_text
+
+        when = "final, " if record.validation.get("final") else ""
+        out.print(f"validation ({when}step {t(record.validation.get('step'))}): "
+                  f"{t(validation_text(record.validation['metrics']))}", soft_wrap=True)
     if record.swanlab_url:
         out.print(f"SwanLab: {t(record.swanlab_url)}")
     for attempt in record.attempts:
