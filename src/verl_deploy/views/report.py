@@ -117,6 +117,8 @@ def _summary(history: RunHistory, source: Source) -> str:
     rows = [("state", f'<span class="state-{_e(state)}">{_e(state)}</span>')] if state else []
     rows += [("step", f"{step} of {total}" if total else str(step)),
             ("SwanLab", _link(getattr(record, "swanlab_url", None) or history.swanlab_url))]
+    names = {"wandb": "Weights & Biases", "mlflow": "MLflow", "clearml": "ClearML", "tensorboard": "TensorBoard log"}
+    rows += [(names.get(tracker, tracker), _link(url)) for tracker, url in history.tracker_links.items()]
     median = history.median_step_seconds
     if median:
         rows.append(("median step time", f"{median:.1f} s"))

@@ -7,7 +7,7 @@ same way about a run.
 from __future__ import annotations
 
 from verl_deploy.watch.events import (CheckpointSaved, FinalValidation, Metrics, Progress, Resumed, SwanLabLink,
-                                      TotalSteps)
+                                      TotalSteps, TrackerLink)
 from verl_deploy.watch.scan import FailureSeen, Stalled
 
 SHOWN_METRICS = (
@@ -73,6 +73,8 @@ def describe(event: object, total_steps: int | None = None) -> str:
         return f"resumed from step {event.step}"
     if isinstance(event, TotalSteps):
         return f"{event.total} training steps in total"
+    if isinstance(event, TrackerLink):
+        return f"{event.tracker}: {event.url}"
     if isinstance(event, FinalValidation):
         return ("final validation: " if not event.continued else "final validation (more): ") + validation_text(event.values)
     if isinstance(event, FailureSeen):
@@ -87,7 +89,7 @@ def as_record(event: object) -> dict:
     """One JSON-able object per event: {"event": kind, ...fields}."""
     kinds = {Progress: "progress", Metrics: "metrics", SwanLabLink: "swanlab", CheckpointSaved: "checkpoint",
              Resumed: "resumed", TotalSteps: "total_steps",
-             FinalValidation: "final_validation", FailureSeen: "failure", Stalled: "stalled"}
+             FinalValidation: "final_validation", TrackerLink: "tracker_link", FailureSeen: "failure", Stalled: "stalled"}
     record: dict[str, object] = {"event": kinds.get(type(event), type(event).__name__)}
     record.update({key: value for key, value in vars(event).items()})
     if isinstance(event, (Metrics, FinalValidation)):

@@ -27,6 +27,11 @@ SWANLAB_LOCAL = re.compile(r"swanlab watch\s+(\S+?)`?(?:\s|$)")
 CKPT_SAVE = re.compile(r"local_global_step_folder:\s*(\S*global_step_(\d+))")
 RESUME = re.compile(r"Setting global step to (\d+)")
 TOTAL_STEPS = re.compile(r"Total training steps: (\d+)")
+# other trackers' run links (profiles/trackers.py): wandb, mlflow (a tracking server), ClearML; TensorBoard's folder
+WANDB_URL = re.compile(r"wandb:\s.{0,12}View run (?:.{1,200}? )?at:? (https?://\S+)")
+MLFLOW_URL = re.compile(r"View run .{1,200}? at: (https?://\S+/#/experiments/\S+)")
+CLEARML_URL = re.compile(r"ClearML results page: (https?://\S+)")
+TENSORBOARD_DIR = re.compile(r"Saving tensorboard log to (\S+?)\.?\s*$")
 # verl's last step: `pprint(f"Final validation metrics: {last_val_metrics}")`, a dict repr (numpy reprs on 0.9)
 # A dict over 80 characters is wrapped by pprint: `("Final validation metrics: {'a': 1, "` then lines ` "'b': 2}")`.
 FINAL_VALIDATION = re.compile(r"Final validation metrics:\s*(\{.{0,20000})")
@@ -37,7 +42,7 @@ DICT_ITEM = re.compile(r"['\"]([^'\"]{1,200})['\"]:\s*((?:np\.|numpy\.)?\w*\(?[-
 EVENT_MARKERS = (
     r"Training Progress:", r"step:\d+ - ", r"View run at", r"swanlab watch",
     r"local_global_step_folder:", r"Setting global step to", r"Total training steps:",
-    r"Final validation metrics:", r"\"'val-",
+    r"Final validation metrics:", r"\"'val-", r"View run ", r"ClearML results page:", r"Saving tensorboard log to",
 )
 
 
@@ -86,7 +91,15 @@ class FinalValidation:
     continued: bool = False  # a later line of the wrapped dict: adds to the first line's values
 
 
-Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps, FinalValidation]
+@dataclass(frozen=True)
+class TrackerLink:
+    """Where a tracker other than SwanLab shows the run (a URL, or TensorBoard's log folder)."""
+
+    tracker: str
+    url: str
+
+
+Event = Union[TrackerLink, Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps, FinalValidation]
 
 
 MAX_SEGMENTS = 200  # of a line with more \r-refreshes, the first and last 100 are read (a 4 MiB line of "\r" stays cheap)
@@ -141,6 +154,10 @@ MAX_URL = 2048  # characters kept of a link or a checkpoint path
 # A number no real run writes (a 5,000-digit step) raises NotANumber: the scanner skips and counts the line.
 LINE_EVENTS = (
     (METRIC_LINE, lambda m: parse_metrics(int_of(m.group(1)), m.group(2))),
+    (WANDB_URL, lambda m: TrackerLink("wandb", m.group(1)[:MAX_URL].rstrip(".,;)"))),  # before SwanLab's: same words
+    (MLFLOW_URL, lambda m: TrackerLink("mlflow", m.group(1)[:MAX_URL].rstrip(".,;)"))),
+    (CLEARML_URL, lambda m: TrackerLink("clearml", m.group(1)[:MAX_URL].rstrip(".,;)"))),
+    (TENSORBOARD_DIR, lambda m: TrackerLink("tensorboard", m.group(1)[:MAX_URL])),
     (SWANLAB_URL, lambda m: SwanLabLink(m.group(1)[:MAX_URL].rstrip(".,;)"))),
     (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)[:MAX_URL]}", local=True)),
     (CKPT_SAVE, lambda m: CheckpointSaved(int_of(m.group(2)), m.group(1)[:MAX_URL])),
