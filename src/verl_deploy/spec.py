@@ -274,8 +274,9 @@ class RunSpec(BaseModel):
         kept, lifted = [], None
         for text in data["overrides"]:
             match = LOGGER_OVERRIDE.match(str(text).strip()) if isinstance(text, str) else None
-            if match and lifted is None:
-                lifted = [part.strip().strip("'\"") for part in match.group(1).strip().strip("'\"").strip("[]").split(",")]
+            value = match.group(1).strip().strip("'\"") if match else ""
+            if match and lifted is None and (value.startswith("[") or "," not in value):  # a,b is a sweep: refused later
+                lifted = [part.strip().strip("'\"") for part in value.strip("[]").split(",")]
             else:
                 kept.append(text)
         if lifted is None:
