@@ -11,6 +11,7 @@ from pathlib import Path
 import pexpect
 
 from conftest import VERL_BIN
+from test_launch import trainer  # noqa: F401  (a fixture)
 from test_report import verl_log
 
 
@@ -39,3 +40,18 @@ def test_diagnose_in_a_terminal_still_fits_its_width(tmp_path):
     child.close()
     lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).split("\r\n")
     assert "device_oom" in text and max(len(line) for line in lines) <= 100
+
+
+def test_logs_errors_reads_every_attempt_not_only_the_last(trainer):
+    from test_launch import launch
+    from conftest import run_cli
+    import json
+
+    run = json.loads(launch(trainer, "--skip-check", "--follow", "--json", env={"STANDIN_FAIL": "device_oom"}).stdout)
+    assert run["state"] == "succeeded" and len(run["attempts"]) == 3
+    shown = run_cli("logs", run["id"], "--errors", env=trainer["env"]).stdout
+    headers = re.findall(r"^--- attempt (\d): ", shown, re.M)
+    assert headers == ["1", "2", "3"], shown[-2000:]
+    per_attempt = re.split(r"^--- attempt \d: .*$", shown, flags=re.M)[1:]
+    assert ["NPU out of memory" in part for part in per_attempt] == [True, True, False]  # the two OOMs recovery fixed
+    assert padded(shown) == []

@@ -547,6 +547,21 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
 
     shown = (lambda line: line) if raw else neutralise
 
+    if errors and attempt_n is None and len(record.attempts) > 1:  # --errors: every attempt's failures, oldest first
+        for earlier in record.attempts[:-1]:
+            sys.stdout.write(f"--- attempt {earlier.n}: {neutralise(earlier.reason)} ---\n")
+            reader = LogFollower(earlier.log)
+            lines = list(reader.read_lines())
+            while lines:
+                for line in lines:
+                    if wanted(line):
+                        sys.stdout.write(shown(line) + "\n")
+                lines = list(reader.read_lines())
+            last = reader.take_partial().decode("utf-8", errors="replace")
+            if last and wanted(last):
+                sys.stdout.write(shown(last) + "\n")
+        sys.stdout.write(f"--- attempt {attempt.n}: {neutralise(attempt.reason)} ---\n")
+
     follower = LogFollower(attempt.log)
     try:
         while True:
