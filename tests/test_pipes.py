@@ -55,3 +55,11 @@ def test_logs_errors_reads_every_attempt_not_only_the_last(trainer):
     per_attempt = re.split(r"^--- attempt \d: .*$", shown, flags=re.M)[1:]
     assert ["NPU out of memory" in part for part in per_attempt] == [True, True, False]  # the two OOMs recovery fixed
     assert padded(shown) == []
+
+
+def test_plans_note_on_where_it_differs_from_verls_scripts_is_one_short_line(tmp_path):
+    from conftest import run_cli
+
+    shown = run_cli("plan", env={"VERL_DEPLOY_STATE_DIR": str(tmp_path)}).stdout
+    note = next(line for line in shown.splitlines() if line.startswith("info: mode: differs from verl's own scripts"))
+    assert len(note) < 340 and "filter_groups on" in note and "gpu_memory_utilization 0.6 not 0.9" in note
