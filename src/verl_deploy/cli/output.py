@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable
+from typing import IO, Any, Iterable, cast
 
 import typer
 
@@ -25,7 +25,8 @@ def console(stderr: bool = False):
 
     out = Console(stderr=stderr, highlight=False, soft_wrap=False)
     if not out.is_terminal:  # tables pad every cell to the widest row: off a terminal no line ends in spaces
-        out = Console(file=Unpadded(sys.stderr if stderr else sys.stdout), highlight=False, soft_wrap=False,
+        stream = cast(IO[str], Unpadded(sys.stderr if stderr else sys.stdout))  # write/flush/isatty: all Rich uses
+        out = Console(file=stream, highlight=False, soft_wrap=False,
                       width=OFF_TERMINAL_WIDTH, no_color=True, color_system=None)
     return out
 
