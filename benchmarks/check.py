@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 sys.path.insert(0, str(TESTS))
 
-from conftest import TINY_MODEL, TRAIN_ROWS, make_model, write_train_rows  # noqa: E402
+from fakehost import TINY_MODEL, TRAIN_ROWS, make_model, write_train_rows  # noqa: E402
 
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
 TARGET = 3.0

@@ -3,7 +3,7 @@
     python benchmarks/report.py [STEPS]     # default 2000 steps (~39 metrics each, 30 noise lines per step)
 
 Prints the log size, the time to read it into metric series (views/history.py) and the time of
-the whole command (read + matplotlib PNGs + HTML), so a slower plot or parse shows as a number.
+the whole command (read + matplotlib SVG plots + HTML), so a slower plot or parse shows as a number.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def main() -> None:
     size = log.stat().st_size / 2**20
     print(f"log        {steps} steps, {size:.1f} MiB, {len(history.series.points)} metrics")
     print(f"read       {read:.2f} s ({size / read:.0f} MiB/s)")
-    print(f"report     {whole:.2f} s (read + {len(list((tmp / 'out').glob('*.png')))} PNGs + HTML)")
+    print(f"report     {whole:.2f} s (read + {len(list((tmp / 'out').glob('*.svg')))} SVG plots + HTML)")
 
 
 if __name__ == "__main__":

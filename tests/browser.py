@@ -2,7 +2,9 @@
 
 `load(path)` opens a file, waits for the load event and returns what a user would care about: the
 console errors and uncaught exceptions, every request made (a self-contained page makes none
-beyond data: and file:), each image's natural size, and a full-page screenshot.
+beyond data: and file:), each image's natural size, and a full-page screenshot; `scripts` are
+JavaScript expressions evaluated in the loaded page (each returns JSON text), e.g. to read back
+the tick labels of the inline SVG plots with where the browser laid them out.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ class Loaded:
     images: list[dict] = field(default_factory=list)
     title: str = ""
     text: str = ""
+    values: dict = field(default_factory=dict)  # name -> the parsed JSON each script returned
 
 
-async def _session(ws_url: str, path: Path, screenshot: Path) -> Loaded:
+async def _session(ws_url: str, path: Path, screenshot: Path, scripts: dict[str, str], width: int) -> Loaded:
     import aiohttp
 
     loaded = Loaded()
@@ -81,7 +84,7 @@ async def _session(ws_url: str, path: Path, screenshot: Path) -> Loaded:
             task = asyncio.create_task(reader())
             for domain in ("Page", "Runtime", "Log", "Network"):
                 await call(f"{domain}.enable")
-            await call("Emulation.setDeviceMetricsOverride", width=1300, height=900, deviceScaleFactor=1, mobile=False)
+            await call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
             await call("Page.navigate", url=path.resolve().as_uri())
             await asyncio.wait_for(load_fired, 60)
             result = await call("Runtime.evaluate", expression=IMAGES, returnByValue=True)
@@ -89,16 +92,22 @@ async def _session(ws_url: str, path: Path, screenshot: Path) -> Loaded:
             loaded.title = (await call("Runtime.evaluate", expression="document.title", returnByValue=True))["result"]["value"]
             loaded.text = (await call("Runtime.evaluate", expression="document.body.innerText",
                                       returnByValue=True))["result"]["value"]
+            for name, expression in scripts.items():
+                result = await call("Runtime.evaluate", expression=expression, returnByValue=True)
+                if "exceptionDetails" in result:
+                    raise RuntimeError(f"{name}: {result['exceptionDetails']}")
+                loaded.values[name] = json.loads(result["result"]["value"])
             metrics = await call("Page.getLayoutMetrics")
             size = metrics.get("cssContentSize") or metrics["contentSize"]
             shot = await call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
-                              clip={"x": 0, "y": 0, "width": 1300, "height": min(size["height"], 16000), "scale": 1})
+                              clip={"x": 0, "y": 0, "width": width, "height": min(size["height"], 16000), "scale": 1})
             screenshot.write_bytes(base64.b64decode(shot["data"]))
             task.cancel()
     return loaded
 
 
-def load(path: Path, screenshot: Path, timeout: float = 90) -> Loaded:
+def load(path: Path, screenshot: Path, timeout: float = 90, scripts: dict[str, str] | None = None,
+         width: int = 1300) -> Loaded:
     """Open `path` in a fresh headless Chromium (its own profile directory), return what it saw."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     process = subprocess.Popen([chromium(), *FLAGS, f"--user-data-dir={profile}", "about:blank"],
@@ -112,7 +121,7 @@ def load(path: Path, screenshot: Path, timeout: float = 90) -> Loaded:
             assert line or process.poll() is None, "chromium exited at start"
             found = LISTENING.search(line)
             ws_url = found.group(1) if found else None
-        return asyncio.run(asyncio.wait_for(_session(ws_url, path, screenshot), timeout))
+        return asyncio.run(asyncio.wait_for(_session(ws_url, path, screenshot, scripts or {}, width), timeout))
     finally:
         process.terminate()
         try:

@@ -128,23 +128,7 @@ def has_shellcheck() -> bool:
 FAKES = Path(__file__).parent / "fakes"
 HW = FIXTURES / "hw"
 # Tiny in size, but with Qwen3-8B's head layout (32 heads, 8 KV groups): the runtime rules check TP against them.
-TINY_MODEL = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "num_hidden_layers": 2, "hidden_size": 512,
-              "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 16, "intermediate_size": 128,
-              "vocab_size": 1000, "torch_dtype": "bfloat16", "max_position_embeddings": 40960}
-
-
-def make_model(root: Path, config: dict, *, shards: int = 2, drop_shard: bool = False, tokenizer: bool = True) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "config.json").write_text(json.dumps(config))
-    names = [f"model-{i + 1:05d}-of-{shards:05d}.safetensors" for i in range(shards)]
-    weight_map = {f"model.layers.{i}.weight": name for i, name in enumerate(names)}
-    (root / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": weight_map}))
-    for name in names[: -1 if drop_shard else None]:
-        (root / name).write_bytes(b"\0" * 1024)
-    if tokenizer:
-        (root / "tokenizer.json").write_text("{}")
-        (root / "tokenizer_config.json").write_text("{}")
-    return root
+from fakehost import TINY_MODEL, TRAIN_ROWS, make_model, write_train_rows  # noqa: E402,F401  (benchmarks use them too)
 
 
 def ascend_site(tmp_path: Path) -> Path:
@@ -164,19 +148,6 @@ def ascend_site(tmp_path: Path) -> Path:
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch_npu\nVersion: {torch}\n")
     return site
-
-
-TRAIN_ROWS = 512  # more than the default generation batch (96): verl's drop_last loader needs one whole batch
-
-
-def write_train_rows(source: Path, target: Path, rows: int) -> None:
-    """The synthetic DAPO rows repeated to `rows` rows (DAPO-Math-17k itself repeats its prompts)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(source)
-    copies = -(-rows // table.num_rows)
-    pq.write_table(pa.concat_tables([table] * copies).slice(0, rows), target)
 
 
 @pytest.fixture()

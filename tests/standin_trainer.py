@@ -61,6 +61,7 @@ if __name__ == "__main__":
 
     total = int(arg("trainer.total_training_steps", arg("total_training_steps", "6")))
     save_freq = int(arg("trainer.save_freq", "2"))
+    test_freq = int(arg("trainer.test_freq", "-1"))
     ckpt_dir = arg("trainer.default_local_dir", "checkpoints")
     offload = arg("param_offload") == "True"
     recompute = any(k.endswith("recompute_granularity") for k in args) or arg("enable_gradient_checkpointing") == "True"
@@ -180,8 +181,17 @@ if __name__ == "__main__":
             f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
             f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
             f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
-            f"timing_s/step:{step_seconds:.3f}" + peak_metrics())
+            f"timing_s/step:{step_seconds:.3f}" + peak_metrics() + (
+                f" - val-core/math_dapo/acc/mean@1:{0.2 + step / 100:.3f} - val-aux/math_dapo/score/mean@1:"
+                f"{-0.6 + step / 50:.3f}" if test_freq > 0 and (step % test_freq == 0 or step == total) else ""))
         say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")
         if save_freq > 0 and (step % save_freq == 0 or step == total):
             save_checkpoint(step)
-    say("Final validation metrics: {'val-core/math_dapo/acc/mean@1': 0.3}")
+    # verl: pprint(f"Final validation metrics: {last_val_metrics}"); pprint wraps a long string over lines
+    final = {"val-aux/math_dapo/score/mean@1": round(-0.6 + total / 50, 3),
+             "val-core/math_dapo/acc/mean@1": round(0.2 + total / 100, 3) if test_freq > 0 else 0.3,
+             "val-aux/num_turns/min": 1}
+    import pprint
+
+    for line in pprint.pformat(f"Final validation metrics: {final}").splitlines():
+        say(line)

@@ -133,6 +133,7 @@ def test_accepting_every_prefilled_value_writes_a_config_that_reloads(npu_host):
 
 def test_changing_the_model_and_the_mask_with_a_live_decode(npu_host):
     other = npu_host["tmp"] / "other-model"
+    other.mkdir()  # init refuses a model directory that is not there
     config = npu_host["tmp"] / "run.yaml"
     term = start(npu_host, config)
     basics(term, model_answers=(DOWN + "\r", CLEAR + f"{other}\r"))  # "enter a path…", then the text
@@ -383,3 +384,56 @@ def test_seed_scripts_are_thin_wrappers_that_work(tmp_path, npu_host):
     assert any(c.startswith("run -d --name=c2") for c in log.read_text().splitlines())
     for name in SCRIPTS.iterdir():
         assert len(name.read_text().splitlines()) <= 10, f"{name.name} should only call verl-deploy"
+
+
+def test_on_a_host_where_nothing_was_detected_init_says_which_errors_asks_device_and_verl_and_refuses_a_missing_model(
+        npu_host):
+    """No accelerator tool, no container: init names each error it opens with, asks the device kind, the verl
+    checkout and the verl version, and refuses a model path that does not exist at the prompt, in one line."""
+    import shutil
+
+    from conftest import FAKES
+
+    bin_dir = npu_host["tmp"] / "bin"
+    bin_dir.mkdir()
+    for tool in ("docker", "ray"):  # no npu-smi, no nvidia-smi: the device kind cannot be detected
+        shutil.copy(FAKES / tool, bin_dir / tool)
+    (npu_host["tmp"] / "ps.jsonl").write_text("")  # no container either
+    env = dict(npu_host["env"], PATH=f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    env.pop("FAKE_NPU_SMI")
+    verl = npu_host["tmp"] / "verl-checkout"
+    (verl / "verl").mkdir(parents=True)
+    config = npu_host["tmp"] / "run.yaml"
+    term = Terminal(["init", "--search-root", str(npu_host["root"]), "--config", str(config)], env)
+    term.answer("Device kind (none was found on this host)", DOWN + "\r")  # gpu
+    opening = term.raw[:term.raw.index("Device kind")]
+    count = int(re.search(r"not ready: (\d+) error\(s\)", opening).group(1))
+    named = re.findall(r"error: ([\w.-]+): ", opening)
+    assert count >= 1 and len(named) == count, opening  # each error the verdict counts, by field
+    term.answer("verl checkout on this host", CLEAR + str(npu_host["tmp"] / "nope") + "\r")
+    term.expect_on_screen("is not a verl checkout (no verl/ inside)")
+    term.child.send(CLEAR + str(verl) + "\r")
+    term.answer("verl version", DOWN + "\r")  # the one after the default
+    term.answer("Training on")
+    term.answer("Device ids", CLEAR + "0,1\r")
+    term.answer("Model directory", UP + "\r")  # the last entry: "enter a path…"
+    term.answer("Model directory", CLEAR + "/nonexistent/model\r")
+    term.expect_on_screen("model_path: no directory /nonexistent/model on this host — give the directory holding "
+                          "the model's config.json")
+    model = npu_host["root"] / "models" / "Qwen3-8B"
+    term.child.send(CLEAR + f"{model}\r")
+    term.answer("Training data")
+    term.answer("Test data")
+    term.answer("Mode")
+    term.answer("Framework", DOWN + "\r")  # fsdp
+    term.answer("Checkpoint directory")
+    term.answer("Container for the run", UP + "\r")  # no container: run on this host
+    term.answer("Log to SwanLab")
+    term.answer("Features")
+    accept(term, ("Training steps", "Batch size", "Learning rate"))
+    term.answer("Rollout tensor parallel", CLEAR + "2\r")  # two devices
+    accept(term, ("Responses per prompt", "Max prompt length", "Max response length"))
+    assert term.finish() == 0, term.raw[-3000:]
+    data = yaml.safe_load(config.read_text())
+    assert data["device"] == "gpu" and data["verl_dir"] == str(verl) and data["model_path"] == str(model)
+    assert data["verl_version"] == "0.7.1"

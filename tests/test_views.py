@@ -150,3 +150,34 @@ def test_a_damaged_record_mid_watch_keeps_the_last_good_one(tmp_path, monkeypatc
         handle.write("(TaskRunner pid=1) step:2 - critic/score/mean:0.3 - timing_s/step:3.0\n")
     lines = follow.refresh()
     assert follow.record.state == "running" and lines == ["step 2: score 0.3 · step s 3"]
+
+
+def test_the_live_view_shows_verl_validation_as_it_comes_and_the_final_one_at_the_end(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from verl_deploy.runs.record import Attempt, RunRecord
+    from verl_deploy.views.live import Follow, render
+
+    monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
+    log = tmp_path / "runs" / "r3" / "attempt-1" / "train.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(f"(TaskRunner pid=1) step:{s} - critic/score/mean:0.2 - val-core/math_dapo/acc/mean@1:"
+                           f"{0.1 * s:.1f}\n" for s in (1, 2, 3)))
+    record = RunRecord("r3", "local", {"device": "npu"}, state="running", step=3,
+                       attempts=[Attempt(1, [], "launch", log=str(log))])
+    record.save()
+    follow = Follow(record)
+
+    def screen() -> str:
+        console = Console(width=140, record=True, file=open(os.devnull, "w"))
+        console.print(render(follow, None, 140))
+        return console.export_text()
+
+    assert "validation (step 3): math_dapo acc/mean@1 0.3  ▁▅█" in screen()
+    with open(log, "a") as handle:  # verl's last step: pprint wraps the dict over two lines
+        handle.write("(TaskRunner pid=1) (\"Final validation metrics: {'val-aux/math_dapo/score/mean@1': "
+                     "np.float64(-0.2), \"\n(TaskRunner pid=1)  \"'val-core/math_dapo/acc/mean@1': np.float64(0.35)}\")\n")
+    lines = follow.refresh()
+    assert "final validation: math_dapo score/mean@1 -0.2" in lines
+    assert "final validation (more): math_dapo acc/mean@1 0.35" in lines
+    assert "validation (final): math_dapo acc/mean@1 0.35 · math_dapo score/mean@1 -0.2" in screen()

@@ -18,7 +18,7 @@ from verl_deploy import features as feature_registry
 from verl_deploy.devices import MAX_DEVICES_PER_NODE
 from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.profiles import Profile
-from verl_deploy.profiles.base import DAPO_SCRIPT_DIFFERENCES
+from verl_deploy.profiles.base import DAPO_SCRIPT_DIFFERENCES_SHORT
 from verl_deploy.spec import RunSpec
 
 
@@ -209,10 +209,10 @@ def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
     """Say where the launch differs from verl's own DAPO / one-step-off scripts, and why (profiles/base.py)."""
-    differences = DAPO_SCRIPT_DIFFERENCES
+    differences = DAPO_SCRIPT_DIFFERENCES_SHORT  # one line; DAPO_SCRIPT_DIFFERENCES says why
     if spec.device == "npu" and spec.sources.get("gpu_memory_utilization", "").startswith("default ("):
-        differences = (f"rollout.gpu_memory_utilization {spec.gpu_memory_utilization:g}, not 0.9 (vllm-ascend "
-                       "KV-cache OOM; lowered further on retry)", *differences)
+        differences = (f"gpu_memory_utilization {spec.gpu_memory_utilization:g} not 0.9 (vllm-ascend KV cache)",
+                       *differences)
     return [info("mode", "differs from verl's own scripts: " + "; ".join(differences),
                  "override any of them with --override KEY=VALUE", area="dapo")]
 

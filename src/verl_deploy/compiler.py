@@ -199,7 +199,7 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
     if spec.device == "npu":  # verl's NPU scripts: torch.compile off for the actor and the reference
         knobs += [("use_torch_compile", False)]
     knobs += [
-        ("logger", ["console", "swanlab"] if spec.swanlab_on else ["console"]),
+        ("logger", spec.loggers),
         ("project_name", spec.project_name),
         ("experiment_name", spec.effective_experiment_name),
         ("nnodes", spec.nnodes),

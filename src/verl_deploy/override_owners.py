@@ -19,7 +19,7 @@ DERIVED_FROM: dict[str, str] = {
     "train_batch_size": "--batch-size", "train_files": "--train-file", "val_files": "--test-file",
     "rollout_n": "--n-resp-per-prompt", "rollout_tp": "--gen-tp", "rollout_name": "--rollout-engine",
     "total_training_steps": "--train-steps", "n_gpus_per_node": "--devices (or --trainer-gpus)",
-    "default_local_dir": "--ckpts-dir", "logger": "--swanlab", "overlong_enable": "--overlong-buffer",
+    "default_local_dir": "--ckpts-dir", "logger": "--logger", "overlong_enable": "--overlong-buffer",
     "overlong_len": "--overlong-buffer-len", "overlong_penalty": "--overlong-penalty-factor",
     "max_resp_len": "--max-response-length", "filter_groups_enable": "--filter-groups",
     "rollout_pool_gpus": "--rollout-gpus", "rollout_pool_nnodes": "--nnodes", "device": "--device",

@@ -44,6 +44,9 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     from verl_deploy.override_owners import override_findings
 
     findings += override_findings(plan)  # an override must not take a key away from a field or feature
+    from verl_deploy.trackers import tracker_findings
+
+    findings += tracker_findings(spec)  # each --logger tracker: in this release, its environment there
     findings += run_rules(plan, facts)  # verl's runtime assertions, per release, on the values sent
     memory, memory_note = estimate_memory(plan)
     from verl_deploy.memory.findings import memory_findings

@@ -1,4 +1,4 @@
-"""Renderer: Plan -> start_verl.sh, run_training.sh, plan.json (and swanlab.env for the secret).
+"""Renderer: Plan -> start_verl.sh, run_training.sh, plan.json (and swanlab.env, trackers.env for the secrets).
 
 Everything is rendered in memory first and written only when complete, each file through a
 temporary file and an atomic rename, so an interrupted write never leaves half a script.
@@ -23,9 +23,11 @@ from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
 from verl_deploy.secrets import mask_secret
+from verl_deploy.trackers import FILE as TRACKER_FILE, environment as tracker_environment
+from verl_deploy.trackers import file_text as tracker_file_text, tracker_names
 from verl_deploy.watch.handover import HANDOVER  # printed by run_training.sh, read back by the supervisor
 
-SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env", "ray_auth_token")
+SCRIPT_NAMES = ("start_verl.sh", "run_training.sh", "plan.json", "swanlab.env", "ray_auth_token", "trackers.env")
 SECRET_FILE = "swanlab.env"
 
 
@@ -166,7 +168,7 @@ def render_scripts(plan: Plan) -> dict[str, str]:
     common = {"tool_version": __version__, "verl_version": spec.verl_version, "summary": summary(plan)}
     start = env.get_template("start_verl.sh.j2").render(
         **common, set_env_scripts=plan.platform.set_env_scripts, env=plan.env, master_addr=spec.master_addr,
-        ray_port=spec.ray_port, swanlab_env=swanlab_env(plan), run_dir=spec.run_dir, entry_module=plan.entry_module,
+        ray_port=spec.ray_port, swanlab_env=swanlab_env(plan), trackers=tracker_names(spec), run_dir=spec.run_dir, entry_module=plan.entry_module,
         entry_fix=entry_fix(plan),
         ray_auth=spec.ray_auth or "disabled", token_file=rayauth.TOKEN_FILE,
         token_fix=rayauth.HOW_TO_SET.replace("`", "") + "; or generate the scripts with --ray-auth disabled",
@@ -204,6 +206,7 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
         "superseded": dict(plan.superseded),
         "environment": dict(plan.env),
         "swanlab_environment": dict(swanlab_env(plan)),
+        "trackers": {"logger": list(spec.loggers), "environment": sorted(tracker_environment(spec))},  # names only
         "findings": [f.as_dict() for f in findings],
         "memory": memory.to_dict() if memory is not None else None,
     }
@@ -252,6 +255,9 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
     secret = plan.spec.swanlab_api_key
     if plan.spec.swanlab_on and secret is not None:
         files[SECRET_FILE] = "SWANLAB_API_KEY=" + _sh(secret.get_secret_value()) + "\n"
+    tracker_values = tracker_environment(plan.spec)
+    if tracker_values:  # the trackers' settings and credentials: 0600, sourced by start_verl.sh, never in a script
+        files[TRACKER_FILE] = tracker_file_text(tracker_values)
     if hands_over_token(plan.spec, extra or {}):
         try:
             files[rayauth.TOKEN_FILE] = rayauth.token_file_text()

@@ -255,6 +255,8 @@ def resolve(
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
     if "image" not in values:
         sources["image"] = "derived"  # from verl_version and device (images.py)
+    if spec.sources.get("logger") and "logger" not in sources:  # lifted from -o trainer.logger=... (spec.py)
+        sources["logger"] = spec.sources["logger"]
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
 

@@ -236,6 +236,8 @@ class RunSpec(BaseModel):
     swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = "cloud"
     swanlab_workspace: str = "TrainingMaster"
     swanlab_log_dir: str = "/verl/swanlog"
+    # verl's trainer.logger (profiles/trackers.py); empty: console, plus swanlab when SwanLab is on
+    logger: list[str] = Field(default_factory=list)
     project_name: str = "verl_hlm"
     experiment_name: Optional[str] = None
 
@@ -259,6 +261,28 @@ class RunSpec(BaseModel):
             npu_type = str(data.get("npu_type") or "a2").strip().lower()
             data = {**data, "image": default_image(version, device, npu_type if npu_type in ("a2", "a3") else "a2")}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _logger_override(cls, data: object) -> object:
+        """`-o trainer.logger=[console,wandb]` is read as `--logger console,wandb` (so checks, the trackers'
+        environment and the scripts all work from it); with --logger given too, the override stays and is refused."""
+        if not isinstance(data, dict) or data.get("logger") or not isinstance(data.get("overrides"), (list, tuple)):
+            return data
+        from verl_deploy.profiles.trackers import LOGGER_OVERRIDE
+
+        kept, lifted = [], None
+        for text in data["overrides"]:
+            match = LOGGER_OVERRIDE.match(str(text).strip()) if isinstance(text, str) else None
+            value = match.group(1).strip().strip("'\"") if match else ""
+            if match and lifted is None and (value.startswith("[") or "," not in value):  # a,b is a sweep: refused later
+                lifted = [part.strip().strip("'\"") for part in value.strip("[]").split(",")]
+            else:
+                kept.append(text)
+        if lifted is None:
+            return data
+        sources = {**(data.get("sources") or {}), "logger": "flag --override"}
+        return {**data, "overrides": kept, "logger": [n for n in lifted if n], "sources": sources}
 
     @field_validator("*", mode="before")
     @classmethod
@@ -334,6 +358,22 @@ class RunSpec(BaseModel):
     def _ray_auth(cls, value: object) -> object:
         """Ray reads RAY_AUTH_MODE case-insensitively."""
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("logger", mode="before")
+    @classmethod
+    def _loggers(cls, value: object) -> list[str]:
+        from verl_deploy.profiles.trackers import OFFERED
+
+        if value is None:
+            return []
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)):
+            raise ValueError(f"expected tracker names separated by commas, got a {type(value).__name__}")
+        names = [str(item).strip().lower() for item in items if str(item).strip()]
+        unknown = [n for n in names if n not in OFFERED]
+        if unknown:
+            raise ValueError(f"{', '.join(unknown)} is not a tracker verl-deploy sets up (one of: {', '.join(OFFERED)})")
+        return list(dict.fromkeys(names))
 
     @field_validator("swanlab_mode", mode="before")
     @classmethod
@@ -449,7 +489,15 @@ class RunSpec(BaseModel):
         SWANLAB_API_KEY kept in the shell for other work) never turns it on."""
         if self.swanlab is not None:
             return self.swanlab
-        return bool(self.swanlab_host)
+        return bool(self.swanlab_host) or "swanlab" in self.logger
+
+    @property
+    def loggers(self) -> list[str]:
+        """What verl's trainer.logger gets: --logger (console when empty), with swanlab as --swanlab says."""
+        names = [n for n in (self.logger or ["console"]) if n != "swanlab"]
+        if self.swanlab_on:
+            names.insert(self.logger.index("swanlab") if "swanlab" in self.logger else len(names), "swanlab")
+        return names
 
     @property
     def rollout_tp(self) -> int:

@@ -17,10 +17,12 @@ import time
 from pathlib import Path
 
 from verl_deploy import rayauth
+from verl_deploy.profiles.trackers import TRACKERS
 from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
 
-SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV}
-LEFT_OUT = ["swanlab.env", rayauth.TOKEN_FILE]  # never uploaded with the working directory
+SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV,
+                *(name for tracker in TRACKERS.values() for name in tracker.secrets)}  # the trackers' credentials
+LEFT_OUT = ["swanlab.env", rayauth.TOKEN_FILE, "trackers.env"]  # never uploaded with the working directory
 
 
 def quiet_ray_logging() -> None:

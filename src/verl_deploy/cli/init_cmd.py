@@ -67,6 +67,10 @@ def init_command(
         raise fail(exc.findings) from None
     found = {area_id: area.data for area_id, area in result.areas.items()}
     err.print(f"[dim]found: {result.verdict()}[/]")
+    from rich.markup import escape
+
+    for finding in [f for f in result.findings if f.level == "error"]:  # which ones: the questions may fix them
+        err.print(f"[dim]  error: {escape(finding.field)}: {escape(finding.message[:200])}[/]", soft_wrap=True)
     wizard = Wizard(result.spec, found, say=lambda text: err.print(f"[bold]{text}[/]" if text.startswith("Round")
                                                                     else f"[dim]{text}[/]"))
     try:

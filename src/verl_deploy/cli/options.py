@@ -168,6 +168,10 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("swanlab_workspace", Optional[str], _opt("--swanlab-workspace", help="Default TrainingMaster.",
                                               rich_help_panel="SwanLab")),
     ("swanlab_log_dir", Optional[str], _opt("--swanlab-log-dir", help="SwanLab log directory.", rich_help_panel="SwanLab")),
+    ("logger", Optional[str], _opt("--logger", help="Trackers verl logs to, comma separated: console, wandb, "
+                                   "swanlab, mlflow, tensorboard, clearml, vemlp_wandb (default console, + swanlab "
+                                   "when on). Credentials come from the environment or trackers.env, never flags.",
+                                   rich_help_panel="SwanLab")),
     ("project_name", Optional[str], _opt("--project-name", help="Default verl_hlm.", rich_help_panel="SwanLab")),
     ("experiment_name", Optional[str], _opt("--experiment-name", help="Default <mode>-<model>-<framework>-<device>.",
                                             rich_help_panel="SwanLab")),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable
+from typing import IO, Any, Iterable, cast
 
 import typer
 
@@ -24,10 +24,42 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     out = Console(stderr=stderr, highlight=False, soft_wrap=False)
-    if not out.is_terminal:
-        out = Console(stderr=stderr, highlight=False, soft_wrap=False, width=OFF_TERMINAL_WIDTH, no_color=True,
-                      color_system=None)
+    if not out.is_terminal:  # tables pad every cell to the widest row: off a terminal no line ends in spaces
+        stream = cast(IO[str], Unpadded(sys.stderr if stderr else sys.stdout))  # write/flush/isatty: all Rich uses
+        out = Console(file=stream, highlight=False, soft_wrap=False,
+                      width=OFF_TERMINAL_WIDTH, no_color=True, color_system=None)
     return out
+
+
+class Unpadded:
+    """A text stream that drops the spaces at the end of each line it passes on (Rich writes whole lines)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        lines = (self.pending + text).split("\n")
+        self.pending = lines.pop()
+        if lines:
+            self.stream.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self.stream, "encoding", None) or "utf-8"
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
 
 
 def print_json(data: Any) -> None:

@@ -16,9 +16,10 @@ Examples:
   verl-deploy report 20261130-1942 --output ./report  # a run of this tool
   verl-deploy report /data/logs/train.log -o ./r      # any verl log, from anywhere
 
-Writes DIR/report.html (self-contained: the plots are inside, it opens offline) and one PNG per
-group of metrics (reward/score, lengths, entropy, actor losses and clip fractions, timing and
-throughput, validation, other), with attempts, OOM retries and resumes marked on the step axis.
+Writes DIR/report.html (self-contained: the plots are inside, it opens offline) and one SVG per
+metric, grouped (validation, reward/score, lengths, actor losses and clip fractions, entropy,
+timing and throughput, other), each axis labelled with its unit, with attempts, OOM retries,
+resumes and failures marked on the step axis; verl's final validation metrics in the summary.
 Needs matplotlib: pip install 'verl-deploy[report]'.
 """
 
@@ -30,7 +31,7 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
                                                          help="Where to write (default: the run's report/ folder, or "
                                                               "LOGNAME-report/ here for a log)."),
                    json_output: bool = typer.Option(False, "--json", help="Print what was written as JSON.")) -> None:
-    """A self-contained HTML report with PNG plots of every metric, for a run or any verl log."""
+    """A self-contained HTML report with a plot of every metric, for a run or any verl log."""
     from verl_deploy.cli.output import console, fail, print_json
     from verl_deploy.findings import error
 
@@ -76,6 +77,6 @@ def report_command(target: Optional[str] = typer.Argument(None, metavar="[RUN|LO
         return
     out = console()
     out.print(f"report: [bold]{written['html']}[/] ({written['metrics']} metrics over {written['steps']} steps, "
-              f"{len(written['pngs'])} plots)", soft_wrap=True)
+              f"{len(written['plots'])} plots)", soft_wrap=True)
     if not written["metrics"]:
         out.print("[yellow]the log has no `step:N - key:value` metric lines[/]")

@@ -450,6 +450,12 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
                if isinstance(record.metrics.get(key), (int, float))]
     if metrics:
         out.print("metrics: " + " · ".join(metrics))
+    if record.validation.get("metrics"):  # verl's validation (val-core/...), the final one when training ended
+        from verl_deploy.watch.describe import validation_text
+
+        when = "final, " if record.validation.get("final") else ""
+        out.print(f"validation ({when}step {t(record.validation.get('step'))}): "
+                  f"{t(validation_text(record.validation['metrics']))}", soft_wrap=True)
     if record.swanlab_url:
         out.print(f"SwanLab: {t(record.swanlab_url)}")
     for attempt in record.attempts:
@@ -556,6 +562,21 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
         return not errors or bool(seeds.search(line)) or bool(table.failures_in(line))
 
     shown = (lambda line: line) if raw else neutralise
+
+    if errors and attempt_n is None and len(record.attempts) > 1:  # --errors: every attempt's failures, oldest first
+        for earlier in record.attempts[:-1]:
+            sys.stdout.write(f"--- attempt {earlier.n}: {neutralise(earlier.reason)} ---\n")
+            reader = LogFollower(earlier.log)
+            lines = list(reader.read_lines())
+            while lines:
+                for line in lines:
+                    if wanted(line):
+                        sys.stdout.write(shown(line) + "\n")
+                lines = list(reader.read_lines())
+            last = reader.take_partial().decode("utf-8", errors="replace")
+            if last and wanted(last):
+                sys.stdout.write(shown(last) + "\n")
+        sys.stdout.write(f"--- attempt {attempt.n}: {neutralise(attempt.reason)} ---\n")
 
     follower = LogFollower(attempt.log)
     try:

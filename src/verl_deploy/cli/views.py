@@ -20,7 +20,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
     ("Parallelism", ("train_tp", "train_pp", "train_cp", "gen_tp", "allow_tp_mismatch", "rollout_engine",
                      "gpu_memory_utilization")),
     ("Features", ("mask", "features", "no_default_features", "estimate_features", "oom_features", "max_oom_retries")),
-    ("Logging", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
+    ("Logging", ("logger", "swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
                  "swanlab_log_dir", "project_name", "experiment_name")),
     ("Extra", ("overrides", "strict", "nearest_profile")),
 ]
@@ -39,6 +39,8 @@ def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
     }
     if value is None and name in derived:
         value, source = derived[name], "derived"
+    if name == "logger" and value != spec.loggers:  # what verl's trainer.logger gets (console, + swanlab when on)
+        value, source = spec.loggers, source if value else "derived"
     if name == "swanlab_api_key" and value is not None:
         value = mask_secret(value.get_secret_value())
     if isinstance(value, list):

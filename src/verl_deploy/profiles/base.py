@@ -251,3 +251,8 @@ DAPO_SCRIPT_DIFFERENCES: tuple[str, ...] = (
     "no model.override_config dropout overrides (Qwen3's config already has attention_dropout 0)",
     "actor_rollout_ref.nccl_timeout stays at verl's default (the NPU one-step-off script raises it to 14400 s)",
 )
+# the same, as few words as `plan` prints them on one line (the reasons are above)
+DAPO_SCRIPT_DIFFERENCES_SHORT: tuple[str, ...] = (
+    "filter_groups on", "no Ulysses SP", "shuffle, entropy_checkpointing, forward_prefetch as verl's defaults",
+    "no dropout overrides", "nccl_timeout as verl's default",
+)

@@ -301,6 +301,7 @@ def _restore(record: RunRecord):
         state = scanner.state
         state.step, state.total_steps = record.step, record.total_steps
         state.metrics = dict(record.metrics)
+        state.validation = dict(record.validation)
         state.swanlab_url, state.last_checkpoint_step = record.swanlab_url, record.last_checkpoint_step
         state.step_times.extend(saved.get("step_times", []))
     return scanner
@@ -312,6 +313,7 @@ def _publish(record: RunRecord, scanner, offset: int) -> None:
     record.metrics = {k: v for k, v in state.metrics.items() if v == v and abs(v) != float("inf")}
     record.swanlab_url = state.swanlab_url or record.swanlab_url
     record.last_checkpoint_step = state.last_checkpoint_step
+    record.validation = dict(state.validation) or record.validation
     record.eta_seconds = state.eta_seconds
     first = scanner.first_skipped
     record.scan = {"offset": offset, "lines": scanner.lines, "step_times": list(state.step_times),

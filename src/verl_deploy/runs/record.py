@@ -156,6 +156,8 @@ class RunRecord:
     swanlab_url: str | None = None
     last_checkpoint_step: int | None = None
     failure: dict | None = None
+    # the newest validation verl logged (watch/state.py): {"step", "final", "metrics": {"val-core/...": x}}
+    validation: dict = field(default_factory=dict)
     notices: list[dict] = field(default_factory=list)
     notify: list[str] = field(default_factory=list)
     supervisor_pid: int | None = None
@@ -227,6 +229,7 @@ class RunRecord:
         return {
             "id": self.id, "state": self.state, "step": self.step, "total_steps": self.total_steps,
             "eta_seconds": None if self.state in TERMINAL else self.eta_seconds, "metrics": self.metrics, "swanlab_url": self.swanlab_url,
+            "validation": self.validation or None,
             "last_checkpoint_step": self.last_checkpoint_step, "failure": self.failure, "backend": self.backend,
             "attempts": [a.public() for a in self.attempts], "directory": str(self.directory),
             "log": self.current.log if self.current else None, "disk_full": self.disk_full,

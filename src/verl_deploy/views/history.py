@@ -13,7 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from verl_deploy.watch.describe import describe
-from verl_deploy.watch.events import CheckpointSaved, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
+from verl_deploy.watch.events import (CheckpointSaved, FinalValidation, Metrics, Progress, Resumed, SwanLabLink,
+                                      TotalSteps, TrackerLink)
 from verl_deploy.watch.follow import LogFollower
 from verl_deploy.watch.scan import FailureSeen, LogScanner
 
@@ -66,6 +67,8 @@ class RunHistory:
         self.step = 0
         self.total_steps: int | None = None
         self.swanlab_url: str | None = None
+        self.final_validation: dict[str, float] = {}
+        self.tracker_links: dict[str, str] = {}  # tracker -> where it shows the run (the first one each printed)  # verl's `Final validation metrics` (the end of training)
         self.attempt_n: int | None = None
         self._follower: LogFollower | None = None
         self._scanner: LogScanner | None = None
@@ -123,6 +126,15 @@ class RunHistory:
             self.total_steps = self.total_steps or event.total
         elif isinstance(event, SwanLabLink):
             self.swanlab_url = self.swanlab_url if (self.swanlab_url and event.local) else event.url
+        elif isinstance(event, TrackerLink):
+            self.tracker_links.setdefault(event.tracker, event.url)
+        elif isinstance(event, FinalValidation):
+            if event.continued and not self.final_validation:
+                return  # the wrapped dict of `Initial validation metrics` (its step:0 line has the values)
+            if not event.continued:
+                self.final_validation = {}
+            self.final_validation.update(event.values)
+            self.series.add(self.step, event.values)  # verl logs them at the last step too: the same point
         elif isinstance(event, Resumed):
             self.marks.append(Mark(event.step, "resume", f"resumed from step {event.step}"))
         elif isinstance(event, CheckpointSaved):

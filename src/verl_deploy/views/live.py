@@ -150,6 +150,28 @@ def _metrics_table(history: RunHistory, record: RunRecord) -> Table:
     return table
 
 
+def _validation_line(history: RunHistory, record: RunRecord) -> str:
+    """verl's newest validation (the final one once training ended), with the curve of its first core metric."""
+    from verl_deploy.watch.describe import validation_text
+
+    if history.final_validation:
+        values, when = history.final_validation, "final"
+    else:
+        keys = [k for k in history.series.points if k.startswith(("val-core/", "val-aux/"))]
+        steps = [history.series.points[k][-1][0] for k in keys]
+        newest = max(steps, default=None)
+        values = {k: history.series.points[k][-1][1] for k, s in zip(keys, steps) if s == newest}
+        when = f"step {newest}"
+        if not values and record.validation.get("metrics"):
+            values = record.validation["metrics"]
+            when = "final" if record.validation.get("final") else f"step {record.validation.get('step')}"
+    if not values:
+        return ""
+    core = next((k for k in sorted(values) if k.startswith("val-core/")), None)
+    trend = sparkline(history.series.values(core, TREND_POINTS)) if core else ""
+    return f"validation ({when}): {validation_text(values)}" + (f"  {trend}" if len(trend) > 1 else "")
+
+
 def _timing_line(history: RunHistory) -> str:
     phases = [(k.split("/", 1)[1], history.series.last(k)) for k in history.series.points
               if k.startswith("timing_s/") and k != "timing_s/step"]
@@ -214,6 +236,9 @@ def render(follow: Follow, reading: DeviceReading | None, width: int = 120, *, l
     timing = _timing_line(history)
     if timing:
         parts.append(Text("timing: " + timing, style="dim"))
+    checked = _validation_line(history, record)
+    if checked:
+        parts.append(Text(neutralise(checked)))
     link = record.swanlab_url or history.swanlab_url
     if link:
         parts.append(Text(neutralise(f"SwanLab: {link}")))

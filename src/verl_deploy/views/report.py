@@ -1,15 +1,14 @@
-"""`verl-deploy report`: one self-contained HTML page (plots embedded) and the PNGs, for a run or any verl log.
+"""`verl-deploy report`: one self-contained HTML page (SVG plots inline) and the SVGs, for a run or any verl log.
 
-The page holds: what ran and how far it got, the failure with cause and fix, the attempts (OOM
-retries, resumes) also marked on every plot's step axis, the curves of every logged metric
-grouped by what it measures, the notices, and the configuration (the run's spec and Hydra
-overrides, or the config verl printed at the start of a log from elsewhere). Nothing outside
-the page is loaded: it opens offline and can be mailed.
+The page holds: what ran and how far it got, verl's validation results, the failure with cause
+and fix, the attempts (OOM retries, resumes) also marked on every plot's step axis, one curve per
+logged metric in a grid as wide as the window, grouped by what it measures, the notices, and the
+configuration (as `plan` shows it, with the Hydra overrides, or the config verl printed at the
+start of a log from elsewhere). Nothing outside the page is loaded: it opens offline and can be mailed.
 """
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import re
@@ -37,7 +36,8 @@ class Source:
     title: str
     logs: list[tuple[int, str, str, int | None]]  # (attempt, log, reason, resumed from)
     record: object | None = None
-    config_rows: list[tuple[str, str]] = field(default_factory=list)
+    config_rows: list[tuple[str, str]] = field(default_factory=list)  # raw spec rows (a record plan cannot read)
+    config_sections: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)  # as `plan` shows
     overrides: list[str] = field(default_factory=list)
     verl_config: str | None = None
 
@@ -46,14 +46,19 @@ def from_run(record) -> Source:
     spec = {k: v for k, v in record.spec.items() if k not in ("sources", "swanlab_api_key")}
     rows = [(k, json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in spec.items()]
     overrides: list[str] = []
+    superseded: dict = {}
     if record.current:
         try:
             plan = read_json(record.directory / f"attempt-{record.current.n}" / "scripts" / "plan.json", MAX_PLAN_BYTES)
             overrides = [str(o.get("text", o)) if isinstance(o, dict) else str(o) for o in plan.get("overrides", [])]
+            superseded = plan.get("superseded") if isinstance(plan.get("superseded"), dict) else {}
         except (OSError, ValueError, AttributeError):
             overrides = []
+    from verl_deploy.views.report_config import config_rows
+
     logs = [(a.n, a.log, a.reason, a.resumed_from_step) for a in record.attempts if a.log]
-    source = Source(f"run {record.id}", logs, record, rows, overrides)
+    source = Source(f"run {record.id}", logs, record, config_rows=rows, overrides=overrides,
+                    config_sections=config_rows(record.spec, superseded))
     if logs:
         source.verl_config = verl_config_of(Path(logs[-1][1]))
     return source
@@ -90,14 +95,17 @@ def _link(url: str | None) -> str:
 
 
 STYLE = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1280px;color:#222;padding:0 1rem}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:2400px;color:#222;padding:0 1.5rem}
 h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem}
 table{border-collapse:collapse;font-size:.9rem} td,th{padding:.2rem .7rem;text-align:left;border-bottom:1px solid #eee;vertical-align:top}
 .state-succeeded{color:#1a7f37} .state-failed{color:#cf222e} .state-stopped,.state-running{color:#9a6700}
 .failure{border-left:4px solid #cf222e;background:#fff5f5;padding:.6rem 1rem} .warning{border-left-color:#d4a72c;background:#fffbea}
 pre{background:#f6f8fa;padding:.6rem;overflow-x:auto;font-size:.8rem;white-space:pre-wrap;word-break:break-all}
-figure{margin:1rem 0} figure img{max-width:100%;border:1px solid #eee} figcaption{font-size:.85rem;color:#555}
-.legend span{margin-right:1.2rem} .muted{color:#666}
+.plots{display:grid;grid-template-columns:repeat(auto-fill,minmax(380px,1fr));gap:.8rem}
+.plots figure{margin:0;border:1px solid #eee;border-radius:4px;padding:.2rem} .plots svg{width:100%;height:auto;display:block}
+h3{font-size:1rem;margin:1.4rem 0 .5rem} .legend{display:flex;gap:1.6rem;align-items:center;flex-wrap:wrap}
+.legend svg{vertical-align:middle} .muted{color:#666} .config th{font-weight:normal;color:#444} .config td.src{color:#888}
+.config h3{margin-top:1rem} .columns{columns:2 520px;column-gap:2rem} .columns>div{break-inside:avoid}
 """
 
 
@@ -109,6 +117,8 @@ def _summary(history: RunHistory, source: Source) -> str:
     rows = [("state", f'<span class="state-{_e(state)}">{_e(state)}</span>')] if state else []
     rows += [("step", f"{step} of {total}" if total else str(step)),
             ("SwanLab", _link(getattr(record, "swanlab_url", None) or history.swanlab_url))]
+    names = {"wandb": "Weights & Biases", "mlflow": "MLflow", "clearml": "ClearML", "tensorboard": "TensorBoard log"}
+    rows += [(names.get(tracker, tracker), _link(url)) for tracker, url in history.tracker_links.items()]
     median = history.median_step_seconds
     if median:
         rows.append(("median step time", f"{median:.1f} s"))
@@ -120,7 +130,28 @@ def _summary(history: RunHistory, source: Source) -> str:
         value = history.series.last(key)
         if value is not None:
             rows.append((f"last {label}", number(value)))
+    rows += _validation_rows(history, record)
     return "<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _validation_rows(history: RunHistory, record) -> list[tuple[str, str]]:
+    """verl's `Final validation metrics` when training got there, else the newest val-core/val-aux values."""
+    from verl_deploy.watch.describe import short_key
+
+    final = history.final_validation or ((getattr(record, "validation", None) or {}).get("metrics")
+                                         if (getattr(record, "validation", None) or {}).get("final") else None)
+    if final:
+        values, when = final, "final validation"
+    else:
+        keys = [k for k in history.series.points if k.startswith(("val-core/", "val-aux/"))]
+        if not keys:
+            return []
+        newest = max(history.series.points[k][-1][0] for k in keys)
+        values = {k: history.series.points[k][-1][1] for k in keys if history.series.points[k][-1][0] == newest}
+        when = f"validation at step {newest}"
+    ordered = sorted(values, key=lambda k: (not k.startswith("val-core/"), k))
+    return [(f"{when}: {short_key(k)}", f"<b>{_e(number(values[k]))}</b>" if k.startswith("val-core/")
+             else _e(number(values[k]))) for k in ordered[:12]]
 
 
 def _failure_block(class_id, cause, fix, decision, lines, severity, heading: str) -> str:
@@ -169,20 +200,60 @@ def _attempts(source: Source) -> str:
             f"<th>exit</th><th>failure</th></tr>{rows}</table>")
 
 
+LEGEND = {"attempt": "a new attempt starts (OOM retry, resume)", "resume": "verl resumed from a checkpoint",
+          "failure": "a failure was seen"}
+
+
+def _sample(kind: str) -> str:
+    """The mark as the plots draw it: its line and its marker, in a small inline SVG."""
+    from verl_deploy.views.curves import MARK_STYLE
+
+    colour, style, marker, _ = MARK_STYLE[kind]
+    dash = {"attempt": "5,3", "resume": "1,2"}.get(kind, "")
+    shape = {"D": '<rect x="11" y="5" width="6" height="6" transform="rotate(45 14 8)"', "^": '<path d="M14 4 L18 11 L10 11 Z"',
+             "X": '<path d="M10 4 L18 12 M18 4 L10 12" stroke-width="2.5" stroke="' + colour + '"'}[marker]
+    return (f'<svg width="28" height="16" aria-hidden="true"><line x1="14" y1="0" x2="14" y2="16" stroke="{colour}" '
+            f'stroke-width="1.5" stroke-dasharray="{dash}"/>{shape} fill="{colour}"/></svg>')
+
+
 def _marks(history: RunHistory) -> str:
     drawn = sorted((m for m in history.marks if m.kind in ("attempt", "resume", "failure")), key=lambda m: m.step)
     if not drawn:
         return ""
-    items = "".join(f"<li>step {m.step}: {_e(m.label)}</li>" for m in drawn)
-    return ('<p class="legend"><span style="color:#d62728">- - attempt</span><span style="color:#ff7f0e">··· resume</span>'
-            f'<span style="color:#d62728">— failure</span></p><ul>{items}</ul>')
+    kinds = [k for k in ("attempt", "resume", "failure") if any(m.kind == k for m in drawn)]
+    legend = "".join(f'<span class="mark-{k}">{_sample(k)} {_e(k)}: {_e(LEGEND[k])}</span>' for k in kinds)
+    items = "".join(f'<li class="mark-{_e(m.kind)}">step {m.step}: {_e(m.label)}</li>' for m in drawn)
+    return f'<p class="legend">{legend}</p><ul>{items}</ul>'
+
+
+def _plots(figures: list) -> str:
+    """One grid of plots per group, each plot an inline SVG (its text is text: searchable, copyable)."""
+    out: list[str] = []
+    group = None
+    for figure in figures:
+        if figure.group != group:
+            if group is not None:
+                out.append("</div>")
+            group = figure.group
+            out.append(f'<h3 id="{_e(group)}">{_e(figure.title)}</h3><div class="plots">')
+        svg = re.sub(r"<metadata>.*?</metadata>\s*", "", figure.svg[figure.svg.find("<svg"):], count=1, flags=re.S)
+        out.append(f'<figure id="{_e(figure.path.stem)}" data-key="{_e(figure.key)}" aria-label="{_e(figure.key)}">'
+                   f"{svg}</figure>")
+    if group is not None:
+        out.append("</div>")
+    return "".join(out)
 
 
 def _configuration(source: Source) -> str:
     parts = []
-    if source.config_rows:
-        parts.append("<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in source.config_rows)
-                     + "</table>")
+    if source.config_sections:
+        blocks = "".join(f"<div><h3>{_e(title)}</h3><table>" + "".join(
+            f'<tr><th>{_e(name)}</th><td>{_e(value)}</td><td class="src">{_e(origin)}</td></tr>'
+            for name, value, origin in rows) + "</table></div>" for title, rows in source.config_sections)
+        parts.append(f'<div class="config columns">{blocks}</div>')
+    elif source.config_rows:
+        parts.append("<table>" + "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in source.config_rows
+                                         if v not in ("None", "[]", "{}", "")) + "</table>")
     if source.overrides:
         parts.append("<h3>Hydra overrides</h3><pre>" + _e("\n".join(source.overrides)) + "</pre>")
     if source.verl_config:
@@ -192,18 +263,16 @@ def _configuration(source: Source) -> str:
 
 def build(source: Source, out_dir: Path) -> dict:
     """Read the logs, draw the curves, write report.html; returns what was written."""
-    from verl_deploy.views.curves import draw
+    from verl_deploy.views.curves import GROUPS, draw
 
     history, diagnoses = read_logs(source.logs)
     if history.log_problems:  # before anything is written: a report of a log we could not read would mislead
         raise UnreadableFile("; ".join(history.log_problems))
+    ours = re.compile(r"^(?:%s)(?:-\d+)?\.(?:svg|png)$" % "|".join(g for g, _, _ in GROUPS))
+    for old in out_dir.iterdir() if out_dir.is_dir() else []:  # plots of an earlier report (PNGs of older versions)
+        if ours.match(old.name) and old.is_file():
+            old.unlink()
     figures = draw(history.series, history.marks, out_dir)
-    plots = []
-    for figure in figures:
-        data = base64.b64encode(figure.path.read_bytes()).decode()
-        plots.append(f'<figure id="{_e(figure.path.stem)}"><img alt="{_e(figure.title)}: {_e(", ".join(figure.keys))}" '
-                     f'src="data:image/png;base64,{data}"><figcaption>{_e(figure.title)} — '
-                     f"{_e(', '.join(figure.keys))}</figcaption></figure>")
     notices = getattr(source.record, "notices", None) or []
     notice_html = "".join(f"<pre>{_e(n.get('body') or n.get('title'))}</pre>" for n in notices[-10:])
     no_metrics = '<p class="muted">This log has no <code>step:N - key:value</code> metric lines.</p>'
@@ -217,7 +286,7 @@ def build(source: Source, out_dir: Path) -> dict:
 <h2>Failure</h2>{_failure(source, diagnoses)}
 {_attempts(source)}
 <h2>Metrics</h2>{_marks(history)}
-{''.join(plots) or no_metrics}
+{_plots(figures) or no_metrics}
 {'<h2>Notices</h2>' + notice_html if notice_html else ''}
 <h2>Configuration</h2>{_configuration(source)}
 </body></html>
@@ -227,6 +296,8 @@ def build(source: Source, out_dir: Path) -> dict:
     tmp = html_path.with_suffix(".html.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(html_path)
-    return {"html": str(html_path), "pngs": [str(f.path) for f in figures], "metrics": len(history.series.points),
+    return {"html": str(html_path), "plots": [str(f.path) for f in figures], "metrics": len(history.series.points),
             "steps": history.step, "failure": next((d.class_id for d in reversed(diagnoses) if d and d.class_id), None),
+            "validation": {"final": bool(history.final_validation), "metrics": dict(history.final_validation)}
+            if history.final_validation else None,
             "marks": [{"step": m.step, "kind": m.kind, "label": m.label} for m in history.marks if m.kind != "checkpoint"]}

@@ -6,7 +6,8 @@ same way about a run.
 
 from __future__ import annotations
 
-from verl_deploy.watch.events import CheckpointSaved, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
+from verl_deploy.watch.events import (CheckpointSaved, FinalValidation, Metrics, Progress, Resumed, SwanLabLink,
+                                      TotalSteps, TrackerLink)
 from verl_deploy.watch.scan import FailureSeen, Stalled
 
 SHOWN_METRICS = (
@@ -40,6 +41,22 @@ def number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def short_key(key: str) -> str:
+    """`val-core/math_dapo/acc/mean@1` -> `math_dapo acc/mean@1` (the data source, then the measure)."""
+    parts = key.split("/")
+    if parts[0] in ("val-core", "val-aux") and len(parts) >= 3:
+        return f"{parts[1]} {'/'.join(parts[2:])}"
+    return key
+
+
+def validation_text(values: dict[str, float], limit: int = 4) -> str:
+    """The val-core metrics first (what verl calls the core result), as `source measure value` items."""
+    keys = sorted(values, key=lambda k: (not k.startswith("val-core/"), k))
+    shown = [f"{short_key(k)} {number(values[k])}" for k in keys[:limit]]
+    more = len(keys) - limit
+    return " · ".join(shown) + (f" (+{more} more)" if more > 0 else "") if shown else "no numeric values"
+
+
 def describe(event: object, total_steps: int | None = None) -> str:
     if isinstance(event, Progress):
         rate = f" · {event.seconds_per_step:.1f} s/step" if event.seconds_per_step else ""
@@ -56,6 +73,10 @@ def describe(event: object, total_steps: int | None = None) -> str:
         return f"resumed from step {event.step}"
     if isinstance(event, TotalSteps):
         return f"{event.total} training steps in total"
+    if isinstance(event, TrackerLink):
+        return f"{event.tracker}: {event.url}"
+    if isinstance(event, FinalValidation):
+        return ("final validation: " if not event.continued else "final validation (more): ") + validation_text(event.values)
     if isinstance(event, FailureSeen):
         kind = "warning" if event.severity == "warning" else "failure"
         return f"{kind} {event.class_id} at line {event.line}: {event.text}"
@@ -67,9 +88,10 @@ def describe(event: object, total_steps: int | None = None) -> str:
 def as_record(event: object) -> dict:
     """One JSON-able object per event: {"event": kind, ...fields}."""
     kinds = {Progress: "progress", Metrics: "metrics", SwanLabLink: "swanlab", CheckpointSaved: "checkpoint",
-             Resumed: "resumed", TotalSteps: "total_steps", FailureSeen: "failure", Stalled: "stalled"}
-    record = {"event": kinds.get(type(event), type(event).__name__)}
+             Resumed: "resumed", TotalSteps: "total_steps",
+             FinalValidation: "final_validation", TrackerLink: "tracker_link", FailureSeen: "failure", Stalled: "stalled"}
+    record: dict[str, object] = {"event": kinds.get(type(event), type(event).__name__)}
     record.update({key: value for key, value in vars(event).items()})
-    if isinstance(event, Metrics):
+    if isinstance(event, (Metrics, FinalValidation)):
         record["values"] = {k: (v if v == v and abs(v) != float("inf") else str(v)) for k, v in event.values.items()}
     return record

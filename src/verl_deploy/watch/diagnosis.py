@@ -40,6 +40,7 @@ class Diagnosis:
     metrics: dict[str, float] = field(default_factory=dict)
     swanlab_url: str | None = None
     last_checkpoint_step: int | None = None
+    validation: dict = field(default_factory=dict)  # RunState.validation: {"step", "final", "metrics"}
     lines_read: int = 0
     lines_skipped: int = 0  # lines the watcher could not read (skipped, never fatal)
     first_skipped: LineSkipped | None = None
@@ -63,6 +64,7 @@ class Diagnosis:
             "total_steps": self.total_steps,
             "metrics": {key: _json_number(value) for key, value in self.metrics.items()},
             "swanlab_url": self.swanlab_url,
+            "validation": self.validation or None,
             "last_checkpoint_step": self.last_checkpoint_step,
             "lines_read": self.lines_read,
             "lines_skipped": self.lines_skipped,
@@ -114,7 +116,7 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     state = scanner.finish()
     result = Diagnosis(step=state.step, total_steps=state.total_steps, metrics=dict(state.metrics),
                        swanlab_url=state.swanlab_url, last_checkpoint_step=state.last_checkpoint_step,
-                       lines_read=scanner.lines, lines_skipped=scanner.skipped,
+                       validation=dict(state.validation), lines_read=scanner.lines, lines_skipped=scanner.skipped,
                        first_skipped=scanner.first_skipped)
     counted: dict[str, list[SignatureHits]] = {}
     for entry in scanner.signature_hits.values():

@@ -27,11 +27,22 @@ SWANLAB_LOCAL = re.compile(r"swanlab watch\s+(\S+?)`?(?:\s|$)")
 CKPT_SAVE = re.compile(r"local_global_step_folder:\s*(\S*global_step_(\d+))")
 RESUME = re.compile(r"Setting global step to (\d+)")
 TOTAL_STEPS = re.compile(r"Total training steps: (\d+)")
+# other trackers' run links (profiles/trackers.py): wandb, mlflow (a tracking server), ClearML; TensorBoard's folder
+WANDB_URL = re.compile(r"wandb:\s.{0,12}View run (?:.{1,200}? )?at:? (https?://\S+)")
+MLFLOW_URL = re.compile(r"View run .{1,200}? at: (https?://\S+/#/experiments/\S+)")
+CLEARML_URL = re.compile(r"ClearML results page: (https?://\S+)")
+TENSORBOARD_DIR = re.compile(r"Saving tensorboard log to (\S+?)\.?\s*$")
+# verl's last step: `pprint(f"Final validation metrics: {last_val_metrics}")`, a dict repr (numpy reprs on 0.9)
+# A dict over 80 characters is wrapped by pprint: `("Final validation metrics: {'a': 1, "` then lines ` "'b': 2}")`.
+FINAL_VALIDATION = re.compile(r"Final validation metrics:\s*(\{.{0,20000})")
+FINAL_VALIDATION_MORE = re.compile(r"^\s{0,4}\"('val-.{0,20000})")
+DICT_ITEM = re.compile(r"['\"]([^'\"]{1,200})['\"]:\s*((?:np\.|numpy\.)?\w*\(?[-+\w.]{1,60}\)?)")
 
 # What a line must contain to carry one of these events: a fast scan looks only at such lines.
 EVENT_MARKERS = (
     r"Training Progress:", r"step:\d+ - ", r"View run at", r"swanlab watch",
     r"local_global_step_folder:", r"Setting global step to", r"Total training steps:",
+    r"Final validation metrics:", r"\"'val-", r"View run ", r"ClearML results page:", r"Saving tensorboard log to",
 )
 
 
@@ -72,7 +83,23 @@ class TotalSteps:
     total: int
 
 
-Event = Union[Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps]
+@dataclass(frozen=True)
+class FinalValidation:
+    """verl's `Final validation metrics: {...}` at the end of training (the numeric values of the dict)."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    continued: bool = False  # a later line of the wrapped dict: adds to the first line's values
+
+
+@dataclass(frozen=True)
+class TrackerLink:
+    """Where a tracker other than SwanLab shows the run (a URL, or TensorBoard's log folder)."""
+
+    tracker: str
+    url: str
+
+
+Event = Union[TrackerLink, Progress, Metrics, SwanLabLink, CheckpointSaved, Resumed, TotalSteps, FinalValidation]
 
 
 MAX_SEGMENTS = 200  # of a line with more \r-refreshes, the first and last 100 are read (a 4 MiB line of "\r" stays cheap)
@@ -113,16 +140,31 @@ def parse_metrics(step: int, body: str) -> Metrics:
     return Metrics(step, values)
 
 
+def parse_final_validation(body: str, continued: bool = False) -> FinalValidation:
+    values: dict[str, float] = {}
+    for match in DICT_ITEM.finditer(body):
+        number = parse_number(match.group(2))
+        if number is not None and len(values) < MAX_KEYS_PER_LINE:
+            values[match.group(1)] = number
+    return FinalValidation(values, continued)
+
+
 # One event per line kind, tried in this order; the first pattern that matches wins.
 MAX_URL = 2048  # characters kept of a link or a checkpoint path
 # A number no real run writes (a 5,000-digit step) raises NotANumber: the scanner skips and counts the line.
 LINE_EVENTS = (
     (METRIC_LINE, lambda m: parse_metrics(int_of(m.group(1)), m.group(2))),
+    (WANDB_URL, lambda m: TrackerLink("wandb", m.group(1)[:MAX_URL].rstrip(".,;)"))),  # before SwanLab's: same words
+    (MLFLOW_URL, lambda m: TrackerLink("mlflow", m.group(1)[:MAX_URL].rstrip(".,;)"))),
+    (CLEARML_URL, lambda m: TrackerLink("clearml", m.group(1)[:MAX_URL].rstrip(".,;)"))),
+    (TENSORBOARD_DIR, lambda m: TrackerLink("tensorboard", m.group(1)[:MAX_URL])),
     (SWANLAB_URL, lambda m: SwanLabLink(m.group(1)[:MAX_URL].rstrip(".,;)"))),
     (SWANLAB_LOCAL, lambda m: SwanLabLink(f"swanlab watch {m.group(1)[:MAX_URL]}", local=True)),
     (CKPT_SAVE, lambda m: CheckpointSaved(int_of(m.group(2)), m.group(1)[:MAX_URL])),
     (RESUME, lambda m: Resumed(int_of(m.group(1)))),
     (TOTAL_STEPS, lambda m: TotalSteps(int_of(m.group(1)))),
+    (FINAL_VALIDATION, lambda m: parse_final_validation(m.group(1))),
+    (FINAL_VALIDATION_MORE, lambda m: parse_final_validation(m.group(1), continued=True)),
 )
 
 

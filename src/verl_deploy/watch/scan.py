@@ -34,7 +34,8 @@ except ImportError:  # pragma: no cover - see signatures.fast_compile
 
 # plain substrings that every line carrying an event contains (`in` is far cheaper than a search)
 EVENT_NEEDLES = ("Training Progress:", "step:", "View run at", "swanlab watch", "local_global_step_folder:",
-                 "Setting global step to", "Total training steps:")
+                 "Setting global step to", "Total training steps:", "Final validation metrics:",
+                 "\"'val-", "View run ", "ClearML results page:", "Saving tensorboard log to")
 PER_STEP_MARKERS = (r"Training Progress:", r"step:\d+ - ")  # in EVENT_MARKERS; left to the tail pass when not eager
 MAX_LINE_TEXT = 2000  # characters kept of one matching line
 HITS_KEPT = 10  # lines kept per signature

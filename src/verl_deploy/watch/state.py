@@ -7,10 +7,13 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from verl_deploy.watch.events import CheckpointSaved, Event, Metrics, Progress, Resumed, SwanLabLink, TotalSteps
+from verl_deploy.watch.events import (CheckpointSaved, Event, FinalValidation, Metrics, Progress, Resumed, SwanLabLink,
+                                      TotalSteps)
 
 MAIN_METRICS = ("critic/score/mean", "critic/rewards/mean", "response_length/mean", "perf/throughput", "timing_s/step")
 HISTORY = 50
+VALIDATION_PREFIXES = ("val-core/", "val-aux/")
+MAX_VALIDATION_KEYS = 100
 MAX_METRIC_KEYS = 1000  # a log that names more keys keeps the first ones (the record stays small)
 
 
@@ -24,6 +27,8 @@ class RunState:
     swanlab_url: str | None = None
     last_checkpoint_step: int | None = None
     resumed_from_step: int | None = None
+    # the newest validation verl logged: {"step", "final" (verl's `Final validation metrics`), "metrics"}
+    validation: dict = field(default_factory=dict)
 
     def apply(self, event: Event) -> None:
         if isinstance(event, Progress):
@@ -37,6 +42,9 @@ class RunState:
             for key, value in event.values.items():
                 if key in MAIN_METRICS or key.startswith("val-core/"):
                     self.history.setdefault(key, deque(maxlen=HISTORY)).append((event.step, value))
+            checked = {k: v for k, v in event.values.items() if k.startswith(VALIDATION_PREFIXES)}
+            if checked:
+                self.validation = {"step": event.step, "final": False, "metrics": _bounded(checked)}
             step_time = event.values.get("timing_s/step")
             if step_time is not None and math.isfinite(step_time) and step_time >= 0:  # an ETA from inf is no ETA
                 self.step_times.append(step_time)
@@ -47,9 +55,19 @@ class RunState:
             self.last_checkpoint_step = event.step
         elif isinstance(event, TotalSteps):
             self.total_steps = self.total_steps or event.total
+        elif isinstance(event, FinalValidation):
+            if event.continued and not self.validation.get("final"):
+                return  # the wrapped dict of `Initial validation metrics` (its step:0 line has the values)
+            metrics = dict(self.validation.get("metrics", {})) if event.continued else {}
+            metrics.update(event.values)
+            self.validation = {"step": self.step, "final": True, "metrics": _bounded(metrics)}
         elif isinstance(event, Resumed):
             self.resumed_from_step = event.step
             self.step = max(self.step, event.step)
+
+    @property
+    def validation_metrics(self) -> dict[str, float]:
+        return dict(self.validation.get("metrics", {}))
 
     @property
     def median_step_seconds(self) -> float | None:
@@ -61,3 +79,9 @@ class RunState:
         if median is None or self.total_steps is None:
             return None
         return max(0, self.total_steps - self.step) * median
+
+
+def _bounded(values: dict[str, float]) -> dict[str, float]:
+    """At most MAX_VALIDATION_KEYS finite values (a record holds them; NaN is not JSON)."""
+    kept = {k: v for k, v in values.items() if math.isfinite(v)}
+    return dict(list(kept.items())[:MAX_VALIDATION_KEYS])

@@ -61,7 +61,8 @@ class Wizard:
         self.answers[name] = value
         return value
 
-    def _path(self, message: str, name: str, candidates: list[str]) -> str:
+    def _path(self, message: str, name: str, candidates: list[str],
+              validate: Callable[[str], bool | str] | None = None) -> str:
         current = str(self.value(name))
         choices = list(dict.fromkeys([current, *candidates])) if candidates else []
         if choices:
@@ -69,12 +70,40 @@ class Wizard:
             if picked != ENTER_PATH:
                 self.answers[name] = picked
                 return picked
-        return self._text(message, name, validate=lambda t: bool(t.strip()) or "a path is needed")
+        return self._text(message, name, validate=validate or (lambda t: bool(t.strip()) or "a path is needed"))
+
+    def _undetected(self, name: str) -> bool:
+        """Nothing gave this value (no flag, file, environment or probe of this host): ask for it."""
+        return self.spec.sources.get(name, "default") == "default"
+
+    def verl(self) -> None:
+        """The device kind, the verl checkout and the verl version, when check could not tell them.
+
+        The checkout and version are asked when this host has no container either (with one, its image
+        carries verl, and round 2 picks it)."""
+        if self._undetected("device") and not self.found.get("accelerators", {}).get("kind"):
+            self.answers["device"] = ask(questionary.select("Device kind (none was found on this host)", default=self.value("device"), choices=[
+                questionary.Choice("npu: Ascend (torch_npu, vllm-ascend, HCCL)", "npu"),
+                questionary.Choice("gpu: NVIDIA (CUDA, vLLM, NCCL)", "gpu")]))
+        if self.found.get("docker", {}).get("containers"):
+            return
+        if self._undetected("verl_dir"):
+            self._text("verl checkout on this host (empty: none, the image's /verl)", "verl_dir", _verl_dir)
+        from verl_deploy.verl_release import checkout_version
+
+        read = checkout_version(self.value("verl_dir")) if self.value("verl_dir") else None
+        if read:
+            self.say(f"  verl_version = {read} (read from {self.value('verl_dir')})")
+        elif self._undetected("verl_version"):
+            self.answers["verl_version"] = ask(questionary.select(
+                "verl version", choices=list(VERL_RELEASES), default=self.value("verl_version")
+                if self.value("verl_version") in VERL_RELEASES else None))
 
     # -- rounds ------------------------------------------------------------------------------
 
     def basics(self) -> None:
         self.say("Round 1/6 — basics")
+        self.verl()
         nodes = ask(questionary.select("Training on", choices=["single node", "multi-node"],
                                        default="multi-node" if self.spec.nnodes > 1 else "single node"))
         if nodes == "multi-node":
@@ -87,7 +116,7 @@ class Wizard:
             self.answers["nnodes"] = 1
         known = [d["id"] for d in self.found.get("accelerators", {}).get("devices", [])]
         self._text("Device ids (e.g. 0-7 or 0,1,2,3)", "devices", _devices_validator(known), parse_devices)
-        self._path("Model directory", "model_path", self.found.get("models", {}).get("candidates", []))
+        self._path("Model directory", "model_path", self.found.get("models", {}).get("candidates", []), _model_dir)
         data = self.found.get("datasets", {}).get("candidates", [])
         self._path("Training data (parquet)", "train_file", data)
         self._path("Test data (parquet)", "test_file", data)
@@ -250,6 +279,24 @@ class Wizard:
 
 
 # -- validators (True or the reason, shown at the prompt) ------------------------------------------
+
+VERL_RELEASES = ("0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1")  # the profiles' releases
+
+
+def _model_dir(text: str) -> bool | str:
+    path = os.path.expanduser(text.strip())
+    if not path:
+        return "model_path: a directory is needed (the one holding config.json)"
+    if not os.path.isdir(path):
+        return f"model_path: no directory {path} on this host — give the directory holding the model's config.json"
+    return True
+
+
+def _verl_dir(text: str) -> bool | str:
+    path = os.path.expanduser(text.strip())
+    if path and not os.path.isdir(os.path.join(path, "verl")):
+        return f"verl_dir: {path} is not a verl checkout (no verl/ inside) — give the checkout's top folder, or leave it empty"
+    return True
 
 def _int_at_least(low: int) -> Callable[[str], bool | str]:
     def check(text: str) -> bool | str:

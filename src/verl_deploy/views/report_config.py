@@ -1,0 +1,42 @@
+"""The configuration section of a run's report, as `verl-deploy plan` shows it.
+
+Same sections, same field names, same values (derived ones such as `gen_tp` as what they were
+derived to, lists joined, an override that replaced a field named), with where each value came
+from. Fields that are unset and derive nothing (a container, a proxy) are left out rather than
+shown as None. The spec is the one the run's current attempt was launched with (the record's,
+which holds every change recovery made); the superseded fields come from that attempt's plan.json.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+UNSET = "—"
+
+
+def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """[(section title, [(field, value, source)])] for a record's spec; [] when it no longer validates."""
+    from verl_deploy.cli.views import SECTIONS, shown_value
+    from verl_deploy.spec import RunSpec
+
+    data = dict(spec_data)
+    sources = data.pop("sources", {}) or {}
+    data.pop("swanlab_api_key", None)  # never stored; the record says only whether SwanLab was on
+    try:
+        spec = RunSpec(**data, sources=sources)
+    except Exception:  # noqa: BLE001 - a record from another version: the raw rows below instead
+        return []
+    prepared = SimpleNamespace(spec=spec, plan=SimpleNamespace(superseded=dict(superseded or {})))
+    sections = []
+    for title, names in SECTIONS:
+        rows = []
+        for name in names:
+            if name == "swanlab_api_key" or not hasattr(spec, name):
+                continue
+            value, source = shown_value(prepared, name)  # type: ignore[arg-type]
+            if value in (UNSET, "", "False") and source == "default":
+                continue  # unset and nothing derived from it: not part of this run's configuration
+            rows.append((name, value, source))
+        if rows:
+            sections.append((title, rows))
+    return sections

@@ -1,0 +1,41 @@
+"""Every benchmark runs as its docstring says, in its quickest mode, without pytest (a benchmark is run with
+`python benchmarks/X.py`, not under the test runner: here a `pytest` that refuses to import proves it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+QUICKEST = {  # benchmark -> (arguments, a line its output must have)
+    "check.py": (["1"], r"median \d"),
+    "cli_latency.py": (["1"], r"^--help +median"),
+    "memory.py": ([], r"misses:|predicted"),
+    "recovery.py": (["1"], r"device-hours"),
+    "report.py": (["5"], r"^report +[\d.]+ s \(read \+ \d+ SVG plots"),
+    "watch.py": (["--size-mib", "2", "--dense-mib", "1"], r"failure-dense"),
+}
+
+
+def test_every_benchmark_is_covered():
+    assert {p.name for p in BENCHMARKS.glob("*.py")} == set(QUICKEST)
+
+
+@pytest.mark.parametrize("name", sorted(QUICKEST))
+def test_the_benchmark_runs_as_its_docstring_says_without_pytest(name, tmp_path):
+    arguments, expected = QUICKEST[name]
+    text = (BENCHMARKS / name).read_text()
+    assert f"python benchmarks/{name}" in text.split('"""')[1]  # the docstring says how to run it
+    blocker = tmp_path / "no-pytest" / "pytest"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pytest'\")\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), *arguments], capture_output=True, text=True,
+                            env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(expected, result.stdout, re.M), result.stdout[-2000:]

@@ -1,0 +1,65 @@
+"""Output read by a program: off a terminal no line ends in padding spaces (Rich pads every table cell to the widest
+row; a log line of 900 characters in one row padded all the others to it), on a terminal it still fits the width."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pexpect
+
+from conftest import VERL_BIN
+from test_launch import trainer  # noqa: F401  (a fixture)
+from test_report import verl_log
+
+
+def padded(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.endswith(" ")]
+
+
+def test_diagnose_and_check_in_a_pipe_end_no_line_in_spaces(tmp_path, npu_host):
+    log = verl_log(tmp_path / "train.log")
+    env = {**os.environ, **npu_host["env"]}
+    env.pop("COLUMNS", None)
+    for args in (["diagnose", str(log)], ["check", "--search-root", str(npu_host["root"])]):
+        result = subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, env=env, timeout=120)
+        assert result.stdout.strip(), (args, result.stderr[-1000:])
+        assert padded(result.stdout) == [] and padded(result.stderr) == [], args
+    long_line = subprocess.run([*VERL_BIN, "diagnose", str(log)], capture_output=True, text=True, env=env).stdout
+    assert "NPU out of memory. Tried to allocate 5.03 GiB" in long_line  # the long evidence line whole, unwrapped
+
+
+def test_diagnose_in_a_terminal_still_fits_its_width(tmp_path):
+    log = verl_log(tmp_path / "train.log")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = pexpect.spawn(VERL_BIN[0], [*VERL_BIN[1:], "diagnose", str(log)], env={**env, "TERM": "xterm"},
+                          encoding="utf-8", dimensions=(60, 100), timeout=60)
+    text = child.read()
+    child.close()
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).split("\r\n")
+    assert "device_oom" in text and max(len(line) for line in lines) <= 100
+
+
+def test_logs_errors_reads_every_attempt_not_only_the_last(trainer):
+    from test_launch import launch
+    from conftest import run_cli
+    import json
+
+    run = json.loads(launch(trainer, "--skip-check", "--follow", "--json", env={"STANDIN_FAIL": "device_oom"}).stdout)
+    assert run["state"] == "succeeded" and len(run["attempts"]) == 3
+    shown = run_cli("logs", run["id"], "--errors", env=trainer["env"]).stdout
+    headers = re.findall(r"^--- attempt (\d): ", shown, re.M)
+    assert headers == ["1", "2", "3"], shown[-2000:]
+    per_attempt = re.split(r"^--- attempt \d: .*$", shown, flags=re.M)[1:]
+    assert ["NPU out of memory" in part for part in per_attempt] == [True, True, False]  # the two OOMs recovery fixed
+    assert padded(shown) == []
+
+
+def test_plans_note_on_where_it_differs_from_verls_scripts_is_one_short_line(tmp_path):
+    from conftest import run_cli
+
+    shown = run_cli("plan", env={"VERL_DEPLOY_STATE_DIR": str(tmp_path)}).stdout
+    note = next(line for line in shown.splitlines() if line.startswith("info: mode: differs from verl's own scripts"))
+    assert len(note) < 340 and "filter_groups on" in note and "gpu_memory_utilization 0.6 not 0.9" in note
