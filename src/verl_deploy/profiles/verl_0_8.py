@@ -3,6 +3,7 @@ DAPO from the verl-recipe repository checked out as the verl tree's `recipe/` su
 
 from verl_deploy.profiles.base import (BASE_CONFIGS, Profile, dapo_config_names, filter_groups_overlay,
                                        keys, one_step_off_overlay)
+from verl_deploy.profiles.modes import PPO_CONFIG_NAMES, PPO_ENTRY, PPO_OVERLAYS
 
 
 def dapo_overlay() -> dict:
@@ -49,10 +50,10 @@ OVERLAYS = {
 PROFILE = Profile(
     name="0.8",
     matches=("0.7.1", "0.8."),
-    entry_modules=ENTRY,
-    config_names=dapo_config_names(),
+    entry_modules={**ENTRY, **PPO_ENTRY},
+    config_names={**dapo_config_names(), **PPO_CONFIG_NAMES},
     base_configs=BASE_CONFIGS,
-    recipe_overlays=OVERLAYS,
+    recipe_overlays={**OVERLAYS, **PPO_OVERLAYS},
     overrides=REWARD_KEYS,
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
     # v0.7.1's verl/experimental/one_step_off_policy/ has main_ppo.py but no __init__.py (0.8.0 adds it)
