@@ -122,7 +122,7 @@ def test_a_release_without_the_mode_refuses_it_in_one_line(mode, version, first)
 
 def test_dapo_core_is_refused_before_0_9_and_plan_compares_core_with_the_recipe():
     refused = run_cli("plan", "--dapo-source", "core", "--verl-version", "0.8.0")
-    assert refused.returncode == 1 and "first in verl 0.9.0" in refused.stdout
+    assert refused.returncode == 1 and "first in verl 0.9.0" in refused.stdout + refused.stderr
     shown = run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "core")
     assert shown.returncode == 0, shown.stdout[-2000:]
     assert "core = verl.trainer.main_ppo" in shown.stdout and "recipe = recipe.dapo.main_dapo" in shown.stdout
@@ -139,19 +139,20 @@ def test_plan_says_what_grpo_changes_and_one_step_off_names_its_successor_on_0_9
 
 # verl 0.9.1's PPOTrainerSeparateAsync.__init__, run from the installed file up to super().__init__
 PROBE = textwrap.dedent(r'''
-    import ast, json, sys
+    import ast, json, sys, types
     from omegaconf import OmegaConf
     import verl, os
     path = os.path.join(os.path.dirname(verl.__file__), "trainer/ppo/v1/trainer_separate_async.py")
     tree = ast.parse(open(path).read(), path)
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PPOTrainerSeparateAsync")
     fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
-    ns = {"need_reward_model": lambda config: False}
+    from omegaconf import DictConfig
+    ns = {"need_reward_model": lambda config: False, "DictConfig": DictConfig}
     exec(compile(ast.Module([fn], []), path, "exec"), ns)
     out = {}
     for name, text in json.load(open(sys.argv[1])).items():
         try:
-            ns["__init__"](object(), OmegaConf.create(text))
+            ns["__init__"](types.SimpleNamespace(), OmegaConf.create(text))
             out[name] = "passed"
         except AssertionError as exc:
             out[name] = "AssertionError: " + str(exc)
