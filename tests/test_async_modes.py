@@ -36,13 +36,16 @@ NEW_MODES = {
     "separate-async": {"mode": "separate-async", "mini_batch_size": 8},
     "separate-async-grpo": {"mode": "separate-async", "algorithm": "grpo", "mini_batch_size": 8},
     "one-step-off-grpo": {"mode": "one-step-off", "algorithm": "grpo"},
+    "fully-async": {"mode": "fully-async", "mini_batch_size": 8},
+    "fully-async-grpo": {"mode": "fully-async", "algorithm": "grpo", "mini_batch_size": 8},
 }
+FULLY_ASYNC_SINCE = "0.7.1"
 V1_ONLY = {"dapo-core", "colocate-async", "separate-async", "separate-async-grpo"}
 
 
 def flags_for(version: str, name: str, framework: str, device: str) -> dict:
     flags = {"verl_version": version, "framework": framework, "device": device, **NEW_MODES[name]}
-    if flags.get("mode") in ("separate-async", "one-step-off") and framework == "megatron":
+    if flags.get("mode") in ("separate-async", "one-step-off", "fully-async") and framework == "megatron":
         flags.update(train_tp=2, train_pp=1)  # 4 trainer devices
     return flags
 
@@ -56,7 +59,7 @@ def composed(plan):
 
 
 CASES = [(v, n, f, d) for v, n, (f, d) in itertools.product(RELEASES, NEW_MODES, FLAVOURS)
-         if n not in V1_ONLY or v.startswith("0.9")]
+         if (n not in V1_ONLY or v.startswith("0.9")) and (not n.startswith("fully") or v >= FULLY_ASYNC_SINCE)]
 
 
 @pytest.mark.parametrize("version,name,framework,device", CASES, ids=["-".join(c) for c in CASES])
@@ -75,11 +78,15 @@ def test_each_new_mode_composes_against_the_releases_real_config(version, name, 
         manager = get("reward.reward_manager.name") if version >= "0.7.1" else get("reward_model.reward_manager")
         assert manager == "naive"
     else:  # DAPO
-        assert get(A + "actor.clip_ratio_high") == 0.28 and get("algorithm.filter_groups.enable") is True
+        assert get(A + "actor.clip_ratio_high") == 0.28
+        # fully-async has no group filtering of its own (its DAPO scripts leave it out): not sent there
+        assert ("filter_groups" in sent) is (name != "fully-async")
         assert get("reward.reward_manager.name") == "dapo"
         assert get("reward.reward_kwargs.overlong_buffer_cfg.enable") is True
         assert get("reward.reward_kwargs.max_resp_len") == prepared.spec.max_response_length
-        assert "data.gen_batch_size" not in sent and "max_num_gen_batches" not in sent  # V1 ignores both
+        assert "max_num_gen_batches" not in sent  # neither V1 nor fully-async has the recipe's cap
+        if name != "fully-async":
+            assert "data.gen_batch_size" not in sent  # V1 sets it to 1 itself
     if name in V1_ONLY:
         assert prepared.plan.entry_module == "verl.trainer.main_ppo" and get("trainer.use_v1") is True
         mode = {"dapo-core": "sync", "colocate-async": "colocate_async"}.get(name, "separate_async")
@@ -89,9 +96,16 @@ def test_each_new_mode_composes_against_the_releases_real_config(version, name, 
             A + "actor.ppo_mini_batch_size")
         assert get(A + "rollout.n_gpus_per_node") == 4 and get("trainer.n_gpus_per_node") == 4
         assert get(A + "rollout.nnodes") == 1 and get(A + "rollout.checkpoint_engine.backend") == "nccl"
+    if name.startswith("fully-async"):  # what its rollouter asserts, and what it syncs on
+        assert prepared.plan.entry_module == "verl.experimental.fully_async_policy.fully_async_main"
+        assert get("data.train_batch_size") == 0 and get("data.gen_batch_size") == 1
+        assert get(A + "hybrid_engine") is False and get("rollout.n_gpus_per_node") == 4
+        assert get("async_training.trigger_parameter_sync_step") * get(A + "actor.ppo_mini_batch_size") == 32
+        assert get("rollout.total_rollout_steps") == 100 * 32 and get("async_training.partial_rollout") is True
 
 
-VERIFIED = [(n, f, d) for n in ("grpo", "dapo-core", "colocate-async", "separate-async", "separate-async-grpo")
+VERIFIED = [(n, f, d) for n in ("grpo", "dapo-core", "colocate-async", "separate-async", "separate-async-grpo",
+                                "fully-async")
             for f, d in (("megatron", "npu"), ("fsdp", "gpu"))]
 
 
@@ -111,7 +125,8 @@ def test_verl_0_9_1_accepts_each_new_mode(tmp_path, name, framework, device):
 
 
 @pytest.mark.parametrize("mode,version,first", [("separate-async", "0.8.0", "0.9.0"),
-                                                ("colocate-async", "0.7.0", "0.9.0")])
+                                                ("colocate-async", "0.7.0", "0.9.0"),
+                                                ("fully-async", "0.7.0", "0.7.1")])
 def test_a_release_without_the_mode_refuses_it_in_one_line(mode, version, first):
     result = run_cli("plan", "--mode", mode, "--verl-version", version)
     assert result.returncode == 1

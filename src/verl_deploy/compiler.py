@@ -102,6 +102,8 @@ def derived_expressions(spec: RunSpec) -> dict[str, tuple[str, tuple[str, ...]]]
     if spec.overlong_buffer_len is None:  # RunSpec.effective_overlong_buffer_len
         derived["OVERLONG_BUFFER_LEN"] = ("$((MAX_RESPONSE_LENGTH / 4 > 0 ? MAX_RESPONSE_LENGTH / 4 : 1))",
                                           ("MAX_RESPONSE_LENGTH",))
+    if spec.mode == "fully-async":  # TRAIN_BATCH_SIZE is 0 there (its rollouter asserts it): nothing derives from it
+        return derived
     if spec.mini_batch_size is None:  # RunSpec.effective_mini_batch_size
         derived["MINI_BATCH_SIZE"] = ("$((TRAIN_BATCH_SIZE))", ("TRAIN_BATCH_SIZE",))
     if spec.gen_batch_size is None:  # RunSpec.effective_gen_batch_size
@@ -233,7 +235,17 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("max_ckpt_to_keep", spec.max_ckpt_to_keep),
         ("device", "npu" if spec.device == "npu" else "cuda"),
     ]
-    if one_step_off:
+    if spec.mode == "fully-async":  # its rollouter asserts train_batch_size 0 and gen_batch_size 1
+        knobs = [(k, 0 if k == "train_batch_size" else v) for k, v in knobs if k != "gen_batch_size"]
+        knobs += [
+            ("gen_batch_size", 1),
+            ("staleness_threshold", spec.staleness_threshold),
+            ("trigger_parameter_sync_step", spec.effective_parameter_sync_step),
+            ("require_batches", 1),
+            ("partial_rollout", spec.partial_rollout),
+            ("total_rollout_steps", spec.train_steps * spec.batch_size),
+        ]
+    if one_step_off or spec.mode == "fully-async":
         knobs += [
             ("hybrid_engine", False),
             ("rollout_pool_nnodes", spec.nnodes),

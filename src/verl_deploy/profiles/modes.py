@@ -48,6 +48,38 @@ V1_ENTRY = {mode: "verl.trainer.main_ppo" for mode in V1_MODES}
 V1_CONFIG_NAMES = {(mode, fw): name for mode in V1_MODES for (_, fw), name in PPO_CONFIG_NAMES.items()}
 V1_OVERLAYS: dict[tuple[str, str], dict[str, Any]] = {(mode, fw): {} for mode in V1_MODES for fw in ("megatron", "fsdp")}
 
+# verl.experimental.fully_async_policy (0.7.1+): its own entry and configs, and the keys those configs add
+FULLY_ASYNC_ENTRY = {"fully-async": "verl.experimental.fully_async_policy.fully_async_main"}
+FULLY_ASYNC_CONFIG_NAMES = {("fully-async", "megatron"): "fully_async_ppo_megatron_trainer",
+                            ("fully-async", "fsdp"): "fully_async_ppo_trainer"}
+FULLY_ASYNC_KEYS = {
+    "staleness_threshold": keys("async_training.staleness_threshold"),
+    "trigger_parameter_sync_step": keys("async_training.trigger_parameter_sync_step"),
+    "require_batches": keys("async_training.require_batches"),
+    "partial_rollout": keys("async_training.partial_rollout"),
+    "total_rollout_steps": keys("rollout.total_rollout_steps"),
+}
+
+
+def fully_async_overlay(legacy_worker_key: bool = False) -> dict[str, Any]:
+    """verl/experimental/fully_async_policy/config/fully_async_ppo_*trainer.yaml's own keys (0.7.1-0.9.1; 0.7.1
+    also sets trainer.use_legacy_worker_impl: disable)."""
+    overlay: dict[str, Any] = {
+        "async_training": {"staleness_threshold": 0.1, "trigger_parameter_sync_step": 4, "require_batches": 1,
+                           "partial_rollout": True, "use_trainer_do_validate": False},
+        "rollout": {"nnodes": 1, "n_gpus_per_node": 8, "n": 4, "total_rollout_steps": 100},
+        "data": {"gen_batch_size": 1},
+        "actor_rollout_ref": {"rollout": {"calculate_log_probs": True, "checkpoint_engine": {"backend": "nccl"}},
+                              "actor": {"use_rollout_log_probs": True}, "model": {"use_remove_padding": True}},
+        "algorithm": {"rollout_correction": {"bypass_mode": True}},
+    }
+    if legacy_worker_key:
+        overlay["trainer"] = {"use_legacy_worker_impl": "disable"}
+    return overlay
+
+
+FULLY_ASYNC_OVERLAYS = {("fully-async", fw): fully_async_overlay() for fw in ("megatron", "fsdp")}
+
 # checkpoint engine for the weight sync to the separate rollout: verl 0.9's registry names both the GPU
 # (nccl_checkpoint_engine.py) and the Ascend (hccl_checkpoint_engine.py) engine "nccl"; `naive` is refused
 CHECKPOINT_ENGINE = {"gpu": "nccl", "npu": "nccl"}
@@ -90,10 +122,6 @@ def refusal(spec) -> Finding | None:
         return error("mode", f"--mode {spec.mode} needs {what}, first in verl {first}; verl {spec.verl_version} "
                      "does not have it", f"pass --verl-version {first} or later, or --mode one-step-off "
                      "(separate trainer and rollout devices on this release)")
-    if spec.mode == "fully-async":
-        return error("mode", "--mode fully-async is not planned by this verl-deploy yet "
-                     "(verl.experimental.fully_async_policy.fully_async_main)",
-                     "use --mode separate-async on verl 0.9.0+ (verl's V1 successor), or --mode one-step-off")
     if spec.dapo_source == "core" and version < V1_SINCE:
         return error("dapo_source", f"--dapo-source core needs DAPO in verl's core trainer (V1 replay buffer with "
                      f"algorithm.filter_groups), first in verl 0.9.0; verl {spec.verl_version} has DAPO only as a recipe",
@@ -127,13 +155,22 @@ def what_runs(spec, plan) -> str:
         successor = (" — on 0.9.x verl's successor is the V1 trainer's separate_async mode (--mode separate-async)"
                      if release_tuple(version) >= V1_SINCE else "")
         return f"{algo} one-step-off runs {plan.entry_module} on verl {version}{successor}"
+    if kind == "fully-async":
+        return (f"{algo} fully-async runs {plan.entry_module} (verl.experimental, bounded staleness "
+                f"{spec.staleness_threshold:g}) on verl {version}: it takes no train batch (data.train_batch_size=0, "
+                f"as its rollouter asserts); each trainer step takes mini-batch {spec.effective_mini_batch_size} "
+                f"prompts, weights sync every {spec.effective_parameter_sync_step} steps, i.e. every "
+                f"{spec.effective_mini_batch_size * spec.effective_parameter_sync_step} prompts "
+                f"(--batch-size {spec.batch_size}); {spec.train_steps} syncs = {spec.train_steps * spec.batch_size} "
+                "prompts in all (rollout.total_rollout_steps); no dynamic sampling (verl's fully-async code has no "
+                "group filtering)")
     return f"{algo} {kind} runs {plan.entry_module} on verl {version}"
 
 
 def modes_of(version: str) -> list[str]:
     """The modes this verl-deploy plans on a release (for `features` and --help)."""
     release = release_tuple(version)
-    return [mode for mode, first in FIRST_RELEASE.items() if mode != "fully-async" and release >= release_tuple(first)]
+    return [mode for mode, first in FIRST_RELEASE.items() if release >= release_tuple(first)]
 
 
 # DAPO from verl's core (main_ppo, V1 sync) beside the verl-recipe trainer, on 0.9.x: (what, core, recipe)
@@ -174,6 +211,14 @@ def option_findings(spec) -> list[Finding]:
     found: list[Finding] = []
     given = lambda name: spec.sources.get(name, "default") not in ("default", "derived")  # noqa: E731
     v1 = is_v1(spec)
+    if spec.mode == "fully-async" and given("gen_batch_size"):
+        found.append(warning("gen_batch_size", f"--gen-batch-size {spec.gen_batch_size}: verl's fully-async rollouter "
+                             "asserts data.gen_batch_size == 1 (one prompt at a time); the launch sends 1",
+                             "drop --gen-batch-size"))
+    if spec.mode == "fully-async" and spec.batch_size % spec.effective_mini_batch_size:
+        found.append(error("batch_size", f"fully-async syncs weights every parameter_sync_step x mini-batch prompts: "
+                           f"--batch-size {spec.batch_size} is not a multiple of the mini-batch "
+                           f"{spec.effective_mini_batch_size}", "choose --batch-size = mini-batch x N"))
     if v1 and given("gen_batch_size"):
         found.append(warning("gen_batch_size", f"--gen-batch-size {spec.gen_batch_size}: verl {spec.verl_version}'s "
                              "V1 trainer fetches one prompt at a time in this run and overrides data.gen_batch_size "
@@ -185,9 +230,10 @@ def option_findings(spec) -> list[Finding]:
     if mechanism(spec) == "ppo" and not v1 and spec.filter_groups:
         found.append(warning("filter_groups", f"verl {spec.verl_version}'s main_ppo trainer has no dynamic sampling: "
                              "algorithm.filter_groups is not sent", "drop --filter-groups, or --algorithm dapo"))
-    for name, modes_using in (("parameter_sync_step", ("separate-async",)),
+    for name, modes_using in (("parameter_sync_step", ("separate-async", "fully-async")),
                               ("warmup_batches", tuple(V1_MODES)), ("max_off_policy", tuple(V1_MODES)),
-                              ("off_policy_strategy", tuple(V1_MODES))):
+                              ("off_policy_strategy", tuple(V1_MODES)), ("staleness_threshold", ("fully-async",)),
+                              ("partial_rollout", ("fully-async",))):
         if given(name) and spec.mode not in modes_using:
             found.append(warning(name, f"{name} is a setting of --mode {' / '.join(modes_using)}; --mode "
                                  f"{spec.mode} does not use it", f"drop it, or use --mode {modes_using[0]}"))

@@ -117,6 +117,11 @@ RULES: tuple[Rule, ...] = (
         "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:199 (0.9.0), 196 (0.9.1) raise ValueError "
                             "filter_groups.metric must be set",
     }),
+    Rule(async_modes.fully_async_rollouter_settings, {
+        "0.7.1-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:66-70 (0.7.1), "
+                                     "413-417 (0.8.0), 350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
+                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1",
+    }),
     Rule(model.megatron_tp_divides_heads, {
         "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",
     }),

@@ -98,3 +98,20 @@ def v1_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
     return [error("filter_groups_metric", f"algorithm.filter_groups.enable with no metric: verl "
                   f"{ctx.spec.verl_version}'s V1 trainer raises 'algorithm.filter_groups.metric must be set'",
                   "give --filter-groups-metric (acc, score, seq_reward, ...)")]
+
+
+def fully_async_rollouter_settings(ctx: RuleContext) -> list[Finding]:
+    """FullyAsyncRollouter.__init__: no hybrid engine, data.train_batch_size == 0, data.gen_batch_size == 1,
+    staleness_threshold >= 0, trigger_parameter_sync_step >= 1 (the launch sends these; an --override may not)."""
+    if not ctx.plan.entry_module.startswith("verl.experimental.fully_async_policy"):
+        return []
+    checks = (
+        (not ctx.flag(A + "hybrid_engine", True), f"{A}hybrid_engine must be False"),
+        (ctx.number("data.train_batch_size", 0) == 0, "data.train_batch_size must be 0 (the trainer takes "
+                                                      "mini-batch x require_batches prompts a step instead)"),
+        (ctx.number("data.gen_batch_size", 1) == 1, "data.gen_batch_size must be 1"),
+        (float(ctx.get("async_training.staleness_threshold", 0.1)) >= 0, "staleness_threshold must be >= 0"),
+        (ctx.number("async_training.trigger_parameter_sync_step", 4) >= 1, "trigger_parameter_sync_step must be >= 1"),
+    )
+    return [error("overrides", f"{what}: verl {ctx.spec.verl_version}'s fully-async rollouter asserts it",
+                  "drop the --override of it (the launch sends what verl asserts)") for ok, what in checks if not ok]
