@@ -106,6 +106,9 @@ def derived_expressions(spec: RunSpec) -> dict[str, tuple[str, tuple[str, ...]]]
         return derived
     if spec.mini_batch_size is None:  # RunSpec.effective_mini_batch_size
         derived["MINI_BATCH_SIZE"] = ("$((TRAIN_BATCH_SIZE))", ("TRAIN_BATCH_SIZE",))
+    if spec.parameter_sync_step is None:  # RunSpec.effective_parameter_sync_step (separate-async asserts it)
+        derived["PARAMETER_SYNC_STEP"] = ("$((TRAIN_BATCH_SIZE / MINI_BATCH_SIZE > 0 ? TRAIN_BATCH_SIZE / MINI_BATCH_SIZE "
+                                          ": 1))", ("TRAIN_BATCH_SIZE", "MINI_BATCH_SIZE"))
     if spec.gen_batch_size is None:  # RunSpec.effective_gen_batch_size
         factor = 3 if spec.filter_groups else 1
         derived["GEN_BATCH_SIZE"] = (f"$((TRAIN_BATCH_SIZE * {factor}))", ("TRAIN_BATCH_SIZE",))

@@ -238,3 +238,36 @@ def option_findings(spec) -> list[Finding]:
             found.append(warning(name, f"{name} is a setting of --mode {' / '.join(modes_using)}; --mode "
                                  f"{spec.mode} does not use it", f"drop it, or use --mode {modes_using[0]}"))
     return found
+
+
+RELEASES = ("0.6.0", "0.6.1", "0.7.0", "0.7.1", "0.8.0", "0.9.0", "0.9.1")
+
+
+def what_verl_runs(mode: str, version: str) -> str:
+    """Short cell of the mode x release table (`features`, README): the verl entry, or '-' (refused)."""
+    from verl_deploy.profiles import Profile, profile_for
+
+    profile = profile_for(version)
+    release = release_tuple(version)
+    if not isinstance(profile, Profile) or release < release_tuple(FIRST_RELEASE.get(mode, "0.6.0")):
+        return "-"
+    if mode in V1_MODES:
+        return f"main_ppo V1 {V1_MODES[mode]}"
+    if mode == "grpo":
+        return "main_ppo V1 sync" if release >= V1_SINCE else "main_ppo (RayPPOTrainer)"
+    entry = profile.entry_modules[mode]
+    text = entry.replace("verl.experimental.", "experimental.")
+    if mode in profile.wheel_lacks_entry.get(version, ()):
+        text += " (source checkout)"
+    if mode == "dapo" and release >= V1_SINCE:
+        text += "; core: main_ppo V1 sync"
+    return text
+
+
+def mode_table() -> list[dict[str, Any]]:
+    """Every mode (and --algorithm grpo in the dapo mode) x release."""
+    rows = []
+    for mode in (*FIRST_RELEASE, "grpo"):
+        rows.append({"mode": mode if mode != "grpo" else "dapo --algorithm grpo",
+                     "releases": {version: what_verl_runs(mode, version) for version in RELEASES}})
+    return rows
