@@ -57,6 +57,7 @@ def test_an_oom_in_the_rollout_pool_lowers_the_rollout_memory_not_the_trainers_f
     assert attempts[0]["failure"]["class"] == "device_oom" and attempts[0]["failure"]["phase"] == "rollout"
     assert [a["changes"] for a in attempts] == [{}, {"gpu_memory_utilization": 0.5}]
     assert all(a["features"] == [] for a in attempts)  # no offload was added to the trainer pool
+    assert "in the rollout pool" in attempts[1]["reason"], attempts[1]["reason"]
 
 
 def test_an_oom_in_the_trainer_pool_adds_offload(async_trainer):
@@ -67,3 +68,4 @@ def test_an_oom_in_the_trainer_pool_adds_offload(async_trainer):
     assert result.returncode == 0 and final["state"] == "succeeded", result.stderr[-3000:]
     attempts = final["attempts"]
     assert attempts[0]["failure"]["phase"] == "actor_update" and attempts[1]["features"] == ["offload"]
+    assert "in the trainer pool" in attempts[1]["reason"], attempts[1]["reason"]
