@@ -99,9 +99,9 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                         "default memory when none is detected: 910B1-910B4, A3, H100, H800, H20, "
                                         "H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000.",
                                         rich_help_panel="Hardware")),
-    ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off: trainer devices (default 4).",
+    ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off, separate-async, fully-async: trainer devices (default 4).",
                                          rich_help_panel="Hardware")),
-    ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off: rollout devices (default 4).",
+    ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off, separate-async, fully-async: rollout devices (default 4).",
                                          rich_help_panel="Hardware")),
     ("train_steps", Optional[int], _opt("--train-steps", help="Training steps (default 100).",
                                         rich_help_panel="Hyper-parameters")),
