@@ -118,9 +118,11 @@ RULES: tuple[Rule, ...] = (
                             "filter_groups.metric must be set",
     }),
     Rule(async_modes.fully_async_rollouter_settings, {
-        "0.7.1-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:66-70 (0.7.1), "
-                                     "413-417 (0.8.0), 350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
+        "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
+                                     "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
                                      "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1",
+        "0.7.1 (fully-async, source checkout)": "the same asserts at lines 66-70 of fully_async_rollouter.py at tag "
+                                                "v0.7.1 (its wheel packages no .py file of fully_async_policy)",
     }),
     Rule(model.megatron_tp_divides_heads, {
         "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",
