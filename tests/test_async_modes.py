@@ -206,3 +206,15 @@ def test_separate_async_asserts_agree_with_verls_own_code(tmp_path):
         assert (results[name] == "passed") is ok, (name, results[name])
     assert "parameter_sync_step * ppo_mini_batch_size" in results["sync-step"]
     assert "backend for separate async" in results["naive"]
+
+
+def test_features_and_help_list_the_modes_each_release_supports():
+    data = json.loads(run_cli("features", "--json").stdout)
+    table = {row["mode"]: row["releases"] for row in data["modes"]}
+    assert table["separate-async"]["0.8.0"] == "-" and table["separate-async"]["0.9.1"] == "main_ppo V1 separate_async"
+    assert table["fully-async"]["0.7.0"] == "-" and "(source checkout)" in table["fully-async"]["0.7.1"]
+    assert table["fully-async"]["0.8.0"] == "experimental.fully_async_policy.fully_async_main"
+    assert table["dapo --algorithm grpo"]["0.6.0"] == "main_ppo (RayPPOTrainer)"
+    assert "core: main_ppo V1 sync" in table["dapo"]["0.9.0"] and "core" not in table["dapo"]["0.8.0"]
+    help_text = run_cli("plan", "--help", env={"COLUMNS": "300"}).stdout
+    assert "colocate-async" in help_text and "--algorithm" in help_text and "--dapo-source" in help_text
