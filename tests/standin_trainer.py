@@ -11,7 +11,8 @@ STANDIN_FAIL (environment): `device_oom` (OOM at step STANDIN_FAIL_STEP unless o
 again two steps later unless recompute is on), `host_oom`, `kv_cache` (at engine start unless
 gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps), `torn_checkpoint`
 (at STANDIN_FAIL_STEP's save: writes half the folder, moves the tracker to it, then a device
-OOM), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
+OOM), `rollout_oom` (a device OOM in the rollout's vLLM server -- the standalone rollout pool of
+separate-async / fully-async -- at step STANDIN_FAIL_STEP unless gpu_memory_utilization <= 0.5), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
 STANDIN_FAIL_STEP without verl's final line). STANDIN_LINES_FILE: its bytes are written into the log
 as they are, once, before step STANDIN_LINES_STEP (default 1): hostile lines for the watcher. Checkpoints hold the files verl's FSDP or Megatron
 checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
@@ -70,6 +71,9 @@ if __name__ == "__main__":
     step_seconds = float(os.environ.get("STANDIN_STEP_SECONDS", "0.2"))
     fail = os.environ.get("STANDIN_FAIL", "")
     fail_step = int(os.environ.get("STANDIN_FAIL_STEP", "3"))
+    # which verl trainer this is: the V1 trainer's mode, or fully-async's own config (their metric names differ)
+    v1_mode = arg("trainer.v1.trainer_mode") if arg("trainer.use_v1") == "True" else None
+    fully_async = arg("async_training.staleness_threshold") is not None
 
     say(f"{{'trainer': {{'total_training_steps': {total}, 'save_freq': {save_freq}}}}}")
     if os.environ.get("STANDIN_RAY") == "1":  # connect as verl's driver does: ray.init() with RAY_ADDRESS set
@@ -136,6 +140,18 @@ if __name__ == "__main__":
         open(latest, "w").write(str(step))
         say(f"local_global_step_folder: {folder}")
 
+    def mode_metrics(step):
+        """The metric names each async trainer logs (verl 0.9.1: trainer/ppo/v1/, experimental/fully_async_policy/)."""
+        if fully_async:
+            return (f" - fully_async/count/current_param_version:{step} - fully_async/count/stale_samples_processed:"
+                    f"{2 * step} - fully_async/count/dropped_stale_samples:0 - fully_async/trainer/idle_ratio:0.12 - "
+                    f"fully_async/partial/partial_ratio:0.25 - timing_s/update_weights:{step_seconds * 0.1:.3f}")
+        if v1_mode in ("colocate_async", "separate_async"):
+            extra = " - separate_async/switch/idle:0" if v1_mode == "separate_async" else ""
+            return (f" - training/off_policy/trajectory_staleness/mean:0.5 - training/off_policy/evicted_samples:0"
+                    f" - timing_s/update_weights:{step_seconds * 0.1:.3f}{extra}")
+        return ""
+
     say(f"Total training steps: {total}")
     if swanlab:
         say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
@@ -157,6 +173,15 @@ if __name__ == "__main__":
             if os.environ.get("STANDIN_MARK_FILE"):  # for benchmarks/recovery.py: when the OOM line was written
                 open(os.environ["STANDIN_MARK_FILE"], "a").write(f"{time.time()}\n")
             time.sleep(float(os.environ.get("STANDIN_EXIT_DELAY", "0")))
+            sys.exit(1)
+        if fail == "rollout_oom" and step >= fail_step and utilization > 0.5:
+            server = "FullyAsyncRollouter" if fully_async else "vLLMHttpServer"
+            print(f"({server} pid=6120) Traceback (most recent call last):", flush=True)
+            print(f"({server} pid=6120)   File \"/verl/verl/workers/rollout/vllm_rollout/vllm_async_server.py\", "
+                  "line 812, in generate", flush=True)
+            print(f"({server} pid=6120) torch.OutOfMemoryError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 5; "
+                  "60.96 GiB total capacity; 58.10 GiB already allocated; 0.51 GiB free; 59.00 GiB reserved in total "
+                  "by PyTorch)", flush=True)
             sys.exit(1)
         if fail == "host_oom" and step >= fail_step:
             print("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", flush=True)
@@ -181,7 +206,7 @@ if __name__ == "__main__":
             f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
             f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
             f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
-            f"timing_s/step:{step_seconds:.3f}" + peak_metrics() + (
+            f"timing_s/step:{step_seconds:.3f}" + peak_metrics() + mode_metrics(step) + (
                 f" - val-core/math_dapo/acc/mean@1:{0.2 + step / 100:.3f} - val-aux/math_dapo/score/mean@1:"
                 f"{-0.6 + step / 50:.3f}" if test_freq > 0 and (step % test_freq == 0 or step == total) else ""))
         say(f"Training Progress: {100 * step // total:3d}%|#| {step}/{total} [00:0{step}<00:01, {step_seconds:.2f}s/it]")

@@ -19,7 +19,7 @@ from verl_deploy.devices import MAX_DEVICES_PER_NODE
 from verl_deploy.findings import Finding, error, info, warning
 from verl_deploy.profiles import Profile
 from verl_deploy.profiles.base import DAPO_SCRIPT_DIFFERENCES_SHORT
-from verl_deploy.spec import RunSpec
+from verl_deploy.spec import SPLIT_MODES, RunSpec
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def check_trainer_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
     world = spec.trainer_devices * spec.nnodes
     model_parallel = spec.train_tp * spec.train_pp * spec.train_cp
     if world % model_parallel:
-        what = "trainer_gpus" if spec.mode == "one-step-off" else "devices"
+        what = "trainer_gpus" if spec.mode in SPLIT_MODES else "devices"
         return [error("train_tp", f"{world} trainer devices do not divide by TP x PP x CP = "
                       f"{spec.train_tp} x {spec.train_pp} x {spec.train_cp} = {model_parallel}",
                       f"choose TP/PP/CP whose product divides {world}, or change {what}")]
@@ -137,7 +137,7 @@ def check_trainer_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
 def check_rollout_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
     """verl rule 21: rollout devices divide by the rollout TP; seed 001: gen_tp == train_tp."""
     found: list[Finding] = []
-    rollout_world = (spec.rollout_gpus if spec.mode == "one-step-off" else len(spec.devices)) * spec.nnodes
+    rollout_world = (spec.rollout_gpus if spec.mode in SPLIT_MODES else len(spec.devices)) * spec.nnodes
     if rollout_world % spec.rollout_tp:
         found.append(error("gen_tp", f"{rollout_world} rollout devices do not divide by rollout TP {spec.rollout_tp}",
                            "choose a rollout TP that divides the rollout device count"))
@@ -149,7 +149,7 @@ def check_rollout_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 
 def check_one_step_off_split(spec: RunSpec, facts: Facts) -> list[Finding]:
-    if spec.mode != "one-step-off":
+    if spec.mode not in SPLIT_MODES:
         return []
     total = spec.trainer_gpus + spec.rollout_gpus
     if total > len(spec.devices):
@@ -181,7 +181,9 @@ def _small_generation_batch(spec: RunSpec) -> list[Finding]:
     filter_groups off it trains on the generation batch as it is. So a generation batch below the train batch runs,
     unless the cap stops it before even unfiltered batches could fill one step."""
     gen, train = spec.effective_gen_batch_size, spec.batch_size
-    if spec.mode != "dapo" or gen >= train:
+    from verl_deploy.profiles.modes import mechanism
+
+    if mechanism(spec) != "dapo" or gen >= train:
         return []
     if not spec.filter_groups:
         return [warning("gen_batch_size", f"generation batch {gen} with filter_groups off: verl trains each step on "
@@ -213,11 +215,25 @@ def check_script_differences(spec: RunSpec, facts: Facts) -> list[Finding]:
     if spec.device == "npu" and spec.sources.get("gpu_memory_utilization", "").startswith("default ("):
         differences = (f"gpu_memory_utilization {spec.gpu_memory_utilization:g} not 0.9 (vllm-ascend KV cache)",
                        *differences)
-    return [info("mode", "differs from verl's own scripts: " + "; ".join(differences),
-                 "override any of them with --override KEY=VALUE", area="dapo")]
+    from verl_deploy.profiles import modes
+
+    if spec.algorithm != "dapo":  # GRPO: what differs from DAPO instead (profiles/algorithms.py)
+        return modes.comparison_findings(spec)
+    if spec.mode == "fully-async":  # its code has no group filtering: the first difference reads the other way
+        differences = tuple(d if not d.startswith("filter_groups") else
+                            "no dynamic sampling (verl's fully-async code has no group filtering)" for d in differences)
+    found = [info("mode", "differs from verl's own scripts: " + "; ".join(differences),
+                  "override any of them with --override KEY=VALUE", area="dapo")]
+
+    return found + modes.comparison_findings(spec)
 
 
 def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
+    from verl_deploy.profiles import modes
+
+    found = modes.option_findings(spec)
+    if found:
+        return found
     if spec.mode == "one-step-off" and spec.filter_groups and spec.sources.get("filter_groups", "default") != "default":
         return [warning("filter_groups", "dynamic sampling (filter groups) is a DAPO-recipe feature; the "
                         "one-step-off trainer ignores it", "drop filter_groups for one-step-off runs")]

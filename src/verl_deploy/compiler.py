@@ -15,6 +15,8 @@ from verl_deploy import features as feature_registry
 from verl_deploy.devices import PLATFORMS, Platform
 from verl_deploy.hydra_text import format_value, parse_override
 from verl_deploy.profiles import Profile
+from verl_deploy.profiles import modes
+from verl_deploy.profiles.algorithms import GRPO_DROPS, GRPO_KNOBS
 from verl_deploy.spec import RunSpec
 
 # knob -> (variable at the top of run_training.sh, group). Knobs not listed go in literally.
@@ -46,6 +48,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "rollout_tp": ("GEN_TP", "parallelism"),
     "rollout_pool_nnodes": ("ROLLOUT_NNODES", "parallelism"),
     "rollout_pool_gpus": ("ROLLOUT_GPUS", "parallelism"),
+    "v1_rollout_gpus": ("ROLLOUT_GPUS", "parallelism"),
+    "parameter_sync_step": ("PARAMETER_SYNC_STEP", "hyper-parameters"),
     "remove_padding": ("USE_REMOVE_PADDING", "features"),
     "use_dynamic_bsz": ("USE_DYNAMIC_BSZ", "features"),
     "param_offload": ("PARAM_OFFLOAD", "features"),
@@ -93,13 +97,18 @@ class Variable:
 
 def derived_expressions(spec: RunSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     """variable -> (bash expression, variables it reads), for values the spec derives rather than holds."""
-    derived = {"MAX_TOKEN_LEN": ("$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))",
+    derived: dict[str, tuple[str, tuple[str, ...]]] = {"MAX_TOKEN_LEN": ("$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))",
                                  ("MAX_PROMPT_LENGTH", "MAX_RESPONSE_LENGTH"))}  # RunSpec.token_budget
     if spec.overlong_buffer_len is None:  # RunSpec.effective_overlong_buffer_len
         derived["OVERLONG_BUFFER_LEN"] = ("$((MAX_RESPONSE_LENGTH / 4 > 0 ? MAX_RESPONSE_LENGTH / 4 : 1))",
                                           ("MAX_RESPONSE_LENGTH",))
+    if spec.mode == "fully-async":  # TRAIN_BATCH_SIZE is 0 there (its rollouter asserts it): nothing derives from it
+        return derived
     if spec.mini_batch_size is None:  # RunSpec.effective_mini_batch_size
         derived["MINI_BATCH_SIZE"] = ("$((TRAIN_BATCH_SIZE))", ("TRAIN_BATCH_SIZE",))
+    if spec.parameter_sync_step is None:  # RunSpec.effective_parameter_sync_step (separate-async asserts it)
+        derived["PARAMETER_SYNC_STEP"] = ("$((TRAIN_BATCH_SIZE / MINI_BATCH_SIZE > 0 ? TRAIN_BATCH_SIZE / MINI_BATCH_SIZE "
+                                          ": 1))", ("TRAIN_BATCH_SIZE", "MINI_BATCH_SIZE"))
     if spec.gen_batch_size is None:  # RunSpec.effective_gen_batch_size
         factor = 3 if spec.filter_groups else 1
         derived["GEN_BATCH_SIZE"] = (f"$((TRAIN_BATCH_SIZE * {factor}))", ("TRAIN_BATCH_SIZE",))
@@ -122,6 +131,11 @@ class Plan:
     superseded: dict[str, str] = field(default_factory=dict)
 
     @property
+    def mechanism(self) -> str:
+        """The profile key of the verl entry this plan runs (profiles/modes.py)."""
+        return modes.mechanism(self.spec)
+
+    @property
     def mask(self) -> str:
         return feature_registry.mask_of(self.features)
 
@@ -136,6 +150,8 @@ class Plan:
 def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) -> list[tuple[str, Any]]:
     """Every knob the run sets, in the order the command shows them."""
     one_step_off = spec.mode == "one-step-off"
+    kind = modes.mechanism(spec)
+    v1 = modes.is_v1(spec)
     knobs: list[tuple[str, Any]] = [
         ("train_files", spec.train_file),
         ("val_files", spec.test_file),
@@ -149,13 +165,17 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("use_kl_in_reward", False),
         ("kl_coef", 0.0),
     ]
-    if not one_step_off:
+    if kind == "dapo":
         knobs += [
             ("gen_batch_size", spec.effective_gen_batch_size),
             ("filter_groups_enable", spec.filter_groups),
             ("filter_groups_metric", spec.filter_groups_metric),
             ("max_num_gen_batches", spec.max_num_gen_batches),
         ]
+    elif v1 and spec.filter_groups:
+        # the V1 replay buffer filters groups itself and refills one prompt at a time: it overrides
+        # data.gen_batch_size to 1 and ignores max_num_gen_batches (trainer_base.py), so neither is sent
+        knobs += [("filter_groups_enable", True), ("filter_groups_metric", spec.filter_groups_metric)]
     knobs += [
         ("model_path", spec.model_path),
         ("lr", spec.lr),
@@ -195,6 +215,10 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("overlong_log", False),
         ("max_resp_len", spec.max_response_length),
     ]
+    if spec.algorithm == "grpo":  # as verl's own GRPO example scripts (profiles/algorithms.py)
+        grpo = dict(GRPO_KNOBS)
+        knobs = [(knob, grpo.pop(knob, value)) for knob, value in knobs if knob not in GRPO_DROPS]
+        knobs += list(grpo.items())
     knobs += list(feature_registry.knob_values(states).items())
     if spec.device == "npu":  # verl's NPU scripts: torch.compile off for the actor and the reference
         knobs += [("use_torch_compile", False)]
@@ -214,12 +238,42 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("max_ckpt_to_keep", spec.max_ckpt_to_keep),
         ("device", "npu" if spec.device == "npu" else "cuda"),
     ]
-    if one_step_off:
+    if spec.mode == "fully-async":  # its rollouter asserts train_batch_size 0 and gen_batch_size 1
+        knobs = [(k, 0 if k == "train_batch_size" else v) for k, v in knobs if k != "gen_batch_size"]
+        knobs += [
+            ("gen_batch_size", 1),
+            ("staleness_threshold", spec.staleness_threshold),
+            ("trigger_parameter_sync_step", spec.effective_parameter_sync_step),
+            ("require_batches", 1),
+            ("partial_rollout", spec.partial_rollout),
+            ("total_rollout_steps", spec.train_steps * spec.batch_size),
+        ]
+    if one_step_off or spec.mode == "fully-async":
         knobs += [
             ("hybrid_engine", False),
             ("rollout_pool_nnodes", spec.nnodes),
             ("rollout_pool_gpus", spec.rollout_gpus),
         ]
+    if v1:
+        knobs += v1_knobs(spec, kind)
+    return knobs
+
+
+def v1_knobs(spec: RunSpec, kind: str) -> list[tuple[str, Any]]:
+    """verl 0.9's V1 trainer: its mode, and each async mode's own settings (verl/trainer/ppo/v1/)."""
+    knobs: list[tuple[str, Any]] = [("use_v1", True), ("trainer_mode", modes.V1_MODES.get(kind, "sync"))]
+    if kind == "colocate-async":
+        knobs += [("colocate_warmup", spec.warmup_batches)]
+    if kind == "separate-async":
+        knobs += [
+            ("separate_warmup", spec.warmup_batches),
+            ("parameter_sync_step", spec.effective_parameter_sync_step),
+            ("v1_rollout_nnodes", spec.nnodes),
+            ("v1_rollout_gpus", spec.rollout_gpus),
+            ("checkpoint_engine", modes.CHECKPOINT_ENGINE[spec.device]),
+        ]
+    if kind in modes.V1_MODES:
+        knobs += [("max_off_policy", spec.max_off_policy), ("off_policy_strategy", spec.off_policy_strategy)]
     return knobs
 
 
@@ -241,16 +295,16 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     derived = derived_expressions(spec)
     for knob, value in knob_settings(spec, states):
         var_name, group = VARIABLES.get(knob, (None, ""))
-        for key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
-            transformed = key.values is not None
-            mapped = key.value_for(value)
+        for verl_key in profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec)):
+            transformed = verl_key.values is not None
+            mapped = verl_key.value_for(value)
             use_var = var_name if (var_name and not transformed) else None
             if use_var and use_var not in variables:
                 expr, reads = derived.get(use_var, (None, ()))
                 if expr and not all(name in variables for name in reads):
                     expr = None  # what it reads is not a variable here: the literal value
                 variables[use_var] = Variable(use_var, value, group, expr)
-            overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
+            overrides.append(Override(verl_key.path, mapped, "+" if verl_key.plus else "", use_var, knob))
 
     replaced_by: dict[str, str] = {}  # knob -> the user key that replaced (or deleted) what it set
     last_text: dict[str, str] = {}  # user key -> its last --override (Hydra keeps the last)
@@ -267,7 +321,7 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
 
     platform = PLATFORMS[spec.device]
     ordered_vars = sorted(variables.values(), key=lambda v: GROUPS.index(v.group))
-    entry_module, config_name = profile.entry(spec.mode, spec.framework)
+    entry_module, config_name = profile.entry(modes.mechanism(spec), spec.framework)
     return Plan(
         spec=spec, profile=profile, entry_module=entry_module, config_name=config_name,
         overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),

@@ -40,6 +40,11 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     findings = run_checks(spec, profile, facts) + ([stand_in] if stand_in else [])
     if not isinstance(profile, Profile):
         return Prepared(spec, None, sort_findings(findings))
+    from verl_deploy.profiles.modes import refusal
+
+    refused = refusal(spec)
+    if refused is not None:  # the release lacks the mode: one line, no plan
+        return Prepared(spec, None, [refused])
     plan = compile_plan(spec, profile)
     from verl_deploy.override_owners import override_findings
 
@@ -54,7 +59,10 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     findings += memory_findings(memory, memory_note)
     from verl_deploy.profiles.recipes import plan_notes
 
-    findings += [info("verl_version", note, area="verl") for note in plan_notes(profile, spec.mode, spec.verl_version)]
+    findings += [info("verl_version", note, area="verl") for note in plan_notes(profile, plan.mechanism, spec.verl_version)]
+    from verl_deploy.profiles.modes import what_runs
+
+    findings.append(info("mode", what_runs(spec, plan), area="verl"))
     checked_against = None
     if check_verl:
         from verl_deploy.verlconfig.validate import validate_plan

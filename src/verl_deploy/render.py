@@ -148,7 +148,7 @@ def entry_fix(plan: Plan) -> str:
     from verl_deploy.profiles.recipes import dapo_source
 
     spec = plan.spec
-    source = dapo_source(spec.verl_version) if spec.mode == "dapo" else None
+    source = dapo_source(spec.verl_version) if plan.mechanism == "dapo" else None
     if source is None:
         return "recipes are not in verl wheels; use a verl source checkout of this release as --run-dir"
     return f"{source.checkout_command(spec.run_dir, spec.verl_version)} ({source.why})"
@@ -162,7 +162,7 @@ def render_scripts(plan: Plan) -> dict[str, str]:
     groups = [(g, [v for v in plan.variables if v.group == g]) for g in GROUPS]
     entry_file = None
     entry_hint = ""
-    if plan.profile.is_recipe_entry(spec.mode):
+    if plan.profile.is_recipe_entry(plan.mechanism):
         entry_file = plan.entry_module.replace(".", "/") + ".py"
         entry_hint = entry_fix(plan)
     common = {"tool_version": __version__, "verl_version": spec.verl_version, "summary": summary(plan)}

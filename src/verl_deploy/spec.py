@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from verl_deploy import boundedread, names
 
-Mode = Literal["dapo", "one-step-off"]
+Mode = Literal["dapo", "one-step-off", "colocate-async", "separate-async", "fully-async"]
+Algorithm = Literal["dapo", "grpo"]
 Framework = Literal["megatron", "fsdp"]
 Device = Literal["npu", "gpu"]
 
@@ -141,6 +142,11 @@ class RunSpec(BaseModel):
 
     # what and how
     mode: Mode = "dapo"
+    algorithm: Algorithm = Field("dapo", description="dapo (dynamic sampling, overlong buffer, clip-higher) or grpo "
+                                 "(as verl's own GRPO example scripts: KL loss, symmetric clip, naive reward)")
+    dapo_source: Optional[Literal["core", "recipe"]] = Field(
+        None, description="verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
+                          "default: the recipe (the launch verl-deploy has always made)")
     framework: Framework = "megatron"
     device: Device = "npu"
     npu_type: Literal["a2", "a3"] = Field("a2", description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image")
@@ -209,6 +215,14 @@ class RunSpec(BaseModel):
     allow_tp_mismatch: bool = False
     trainer_gpus: int = Field(4, ge=1, le=100_000)
     rollout_gpus: int = Field(4, ge=1, le=100_000)
+    # asynchronous modes (verl >= 0.9.0 V1 trainer; fully-async: verl.experimental.fully_async_policy)
+    parameter_sync_step: Optional[int] = Field(None, ge=1, le=1_000_000, description="separate-async / fully-async: "
+                                               "mini-batches trained between weight syncs (default: batch / mini-batch)")
+    warmup_batches: int = Field(1, ge=0, le=1024, description="colocate-/separate-async: batches queued before training")
+    max_off_policy: int = Field(8, ge=1, le=1_000_000, description="V1 async: model versions a trajectory may span")
+    off_policy_strategy: Literal["drop", "wait"] = "drop"
+    staleness_threshold: float = Field(0.1, ge=0, le=1_000, description="fully-async: stale samples allowed per sync")
+    partial_rollout: bool = True
 
     # rollout engine
     rollout_engine: Literal["vllm", "sglang"] = "vllm"
@@ -283,6 +297,18 @@ class RunSpec(BaseModel):
             return data
         sources = {**(data.get("sources") or {}), "logger": "flag --override"}
         return {**data, "overrides": kept, "logger": [n for n in lifted if n], "sources": sources}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _algorithm_defaults(cls, data: object) -> object:
+        """GRPO as verl's own GRPO example scripts run it: no dynamic sampling, no overlong buffer, symmetric
+        clipping (profiles/algorithms.py). Only values the user left unset change."""
+        if isinstance(data, dict) and str(data.get("algorithm") or "dapo").strip().lower() == "grpo":
+            from verl_deploy.profiles.algorithms import GRPO_SPEC_DEFAULTS
+
+            given = {k: v for k, v in data.items() if v is not None or k not in GRPO_SPEC_DEFAULTS}
+            data = {**GRPO_SPEC_DEFAULTS, **given}
+        return data
 
     @field_validator("*", mode="before")
     @classmethod
@@ -508,7 +534,8 @@ class RunSpec(BaseModel):
         if self.experiment_name:
             return self.experiment_name
         model = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model_path.rstrip("/").rsplit("/", 1)[-1]).strip("_") or "model"
-        return f"{self.mode}-{model}-{self.framework}-{self.device}"
+        run = self.mode if self.algorithm == "dapo" else ("grpo" if self.mode == "dapo" else f"{self.mode}-grpo")
+        return f"{run}-{model}-{self.framework}-{self.device}"
 
     @property
     def effective_ckpts_dir(self) -> str:
@@ -538,7 +565,14 @@ class RunSpec(BaseModel):
     @property
     def trainer_devices(self) -> int:
         """Devices the trainer uses on each node."""
-        return self.trainer_gpus if self.mode == "one-step-off" else len(self.devices)
+        return self.trainer_gpus if self.mode in SPLIT_MODES else len(self.devices)
+
+    @property
+    def effective_parameter_sync_step(self) -> int:
+        """separate-async asserts train_batch_size == parameter_sync_step x ppo_mini_batch_size."""
+        if self.parameter_sync_step:
+            return self.parameter_sync_step
+        return max(1, self.batch_size // self.effective_mini_batch_size)
 
     def with_changes(self, source: str = "derived", **changes: object) -> "RunSpec":
         """A new spec with some fields changed; the changed fields get `source` as provenance."""
@@ -548,6 +582,9 @@ class RunSpec(BaseModel):
         sources = {**self.sources, **{name: source for name in changes}}
         return RunSpec(**data, sources=sources)
 
+
+# modes whose trainer and rollout own separate devices (TRAINER_GPUS / ROLLOUT_GPUS)
+SPLIT_MODES = ("one-step-off", "separate-async", "fully-async")
 
 SECRET_FIELDS = frozenset({"swanlab_api_key"})
 

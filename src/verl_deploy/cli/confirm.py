@@ -23,6 +23,8 @@ SUMMARY: list[tuple[str, tuple[str, ...]]] = [
     ("swanlab", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace", "swanlab_log_dir",
                  "project_name")),
 ]
+from verl_deploy.spec import SPLIT_MODES  # noqa: E402  (modes with their own rollout devices)
+
 ONE_STEP_OFF_ONLY = {"trainer_gpus", "rollout_gpus"}
 
 
@@ -44,7 +46,7 @@ def show_summary(prepared: Prepared, action: str) -> None:
         if group == "swanlab" and not spec.swanlab_on:
             table.add_row(f"[bold]{group}[/]", "swanlab", "off", spec.sources.get("swanlab", "default"))
             continue
-        for index, name in enumerate(n for n in names if spec.mode == "one-step-off" or n not in ONE_STEP_OFF_ONLY):
+        for index, name in enumerate(n for n in names if spec.mode in SPLIT_MODES or n not in ONE_STEP_OFF_ONLY):
             value, source = shown_value(prepared, name)
             if (value == "—" and name in ("http_proxy", "https_proxy", "nodes")) or (name == "master_addr" and spec.nnodes == 1):
                 continue

@@ -49,8 +49,11 @@ def features_command(
          "frameworks": list(f.frameworks), "devices": list(f.devices), "description": f.description, "note": f.note}
         for f in registry.REGISTRY
     ]
+    from verl_deploy.profiles.modes import RELEASES, mode_table
+
+    modes = mode_table()
     if json_output:
-        print_json({"features": rows, "oom_ladder": list(registry.OOM_LADDER)})
+        print_json({"features": rows, "oom_ladder": list(registry.OOM_LADDER), "modes": modes})
         return
     table = Table(box=None, header_style="bold")
     for column in ("feature", "bit", "kind", "default", "applies to", "description"):
@@ -63,3 +66,10 @@ def features_command(
     out.print(table)
     out.print("Policy: your explicit choice > default performance features > memory features added on OOM "
               "(offload, then recompute). A mask sets all seven of its features.")
+    by_release = Table(title="--mode x verl release: what verl runs ('-': refused on that release)", box=None,
+                       header_style="bold", title_justify="left")
+    for column in ("mode", *RELEASES):
+        by_release.add_column(column, overflow="fold")
+    for row in modes:
+        by_release.add_row(row["mode"], *(row["releases"][version] for version in RELEASES))
+    out.print(by_release)

@@ -30,8 +30,23 @@ def _opt(*names: str, help: str, **kw: Any) -> Any:
 SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
     ("config", Optional[str], _opt("--config", "-c", help="YAML config file of spec fields (see `verl-deploy init`).",
                                    rich_help_panel="Input")),
-    ("mode", Optional[str], _opt("--mode", help="dapo (colocated) | one-step-off (separate trainer/rollout devices).",
+    ("mode", Optional[str], _opt("--mode", help="dapo (colocated, sync; every release) | one-step-off (separate "
+                                 "trainer/rollout devices; every release) | colocate-async | separate-async (verl "
+                                 "0.9.0+, the V1 trainer). `verl-deploy features` lists them per release.",
                                  rich_help_panel="Run")),
+    ("algorithm", Optional[str], _opt("--algorithm", help="dapo (default) | grpo (as verl's GRPO example scripts: "
+                                      "KL loss, symmetric clip, no dynamic sampling or overlong buffer).",
+                                      rich_help_panel="Run")),
+    ("dapo_source", Optional[str], _opt("--dapo-source", help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) "
+                                        "| recipe (the verl-recipe DAPO trainer, default).", rich_help_panel="Run")),
+    ("parameter_sync_step", Optional[int], _opt("--parameter-sync-step", help="separate-async: mini-batches between "
+                                                "weight syncs (default: batch / mini-batch).", rich_help_panel="Run")),
+    ("warmup_batches", Optional[int], _opt("--warmup-batches", help="colocate-/separate-async: batches queued before "
+                                           "training (default 1).", rich_help_panel="Run")),
+    ("max_off_policy", Optional[int], _opt("--max-off-policy", help="V1 async: model versions a trajectory may span "
+                                           "(default 8).", rich_help_panel="Run")),
+    ("off_policy_strategy", Optional[str], _opt("--off-policy-strategy", help="V1 async: drop (default) | wait.",
+                                                rich_help_panel="Run")),
     ("framework", Optional[str], _opt("--framework", help="megatron (default) | fsdp.", rich_help_panel="Run")),
     ("device", Optional[str], _opt("--device", help="npu (default) | gpu.", rich_help_panel="Run")),
     ("npu_type", Optional[str], _opt("--npu-type", help="a2 (910B, default) | a3: which official image (check "
@@ -84,9 +99,9 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                         "default memory when none is detected: 910B1-910B4, A3, H100, H800, H20, "
                                         "H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000.",
                                         rich_help_panel="Hardware")),
-    ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off: trainer devices (default 4).",
+    ("trainer_gpus", Optional[int], _opt("--trainer-gpus", help="one-step-off, separate-async, fully-async: trainer devices (default 4).",
                                          rich_help_panel="Hardware")),
-    ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off: rollout devices (default 4).",
+    ("rollout_gpus", Optional[int], _opt("--rollout-gpus", help="one-step-off, separate-async, fully-async: rollout devices (default 4).",
                                          rich_help_panel="Hardware")),
     ("train_steps", Optional[int], _opt("--train-steps", help="Training steps (default 100).",
                                         rich_help_panel="Hyper-parameters")),

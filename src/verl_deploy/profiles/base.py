@@ -65,6 +65,7 @@ COMMON: dict[str, tuple[Key, ...]] = {
     ),
     "use_kl_loss": keys(A + "actor.use_kl_loss"),
     "kl_loss_coef": keys(A + "actor.kl_loss_coef"),
+    "kl_loss_type": keys(A + "actor.kl_loss_type"),
     "clip_ratio_low": keys(A + "actor.clip_ratio_low"),
     "clip_ratio_high": keys(A + "actor.clip_ratio_high"),
     "clip_ratio_c": keys(A + "actor.clip_ratio_c"),

@@ -75,15 +75,15 @@ def plan_notes(profile, mode: str, version: str) -> list[str]:
     and for DAPO where its source comes from (shown by `plan`, kept in plan.json)."""
     notes = list(profile.notes)
     if mode in profile.wheel_lacks_entry.get(version, ()):
-        notes.append(wheel_lacks_entry_note(version))
+        notes.append(wheel_lacks_entry_note(version, mode))
     source = dapo_source(version) if mode == "dapo" else None
     if source is not None:
         notes.append(source.note(version))
     return notes
 
 
-def wheel_lacks_entry_note(version: str) -> str:
-    return (f"the verl {version} wheel packages one-step-off's configs but not its .py files: run from a verl "
+def wheel_lacks_entry_note(version: str, mode: str = "one-step-off") -> str:
+    return (f"the verl {version} wheel packages {mode}'s configs but not its .py files: run from a verl "
             f"{version} source checkout (git clone --branch v{version} https://github.com/verl-project/verl; "
             "--run-dir or the container's verl dir), not a pip-installed verl")
 

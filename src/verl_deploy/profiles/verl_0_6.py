@@ -10,6 +10,7 @@ no reward loop (the DAPO reward manager reads `reward_model.overlong_buffer`, on
 from verl_deploy.profiles.base import A, BASE_CONFIGS, Key, Profile, dapo_config_names, keys
 from verl_deploy.profiles.verl_0_7_0 import PROFILE as V070
 from verl_deploy.profiles.verl_0_7_0 import _dapo_overlay
+from verl_deploy.profiles.modes import PPO_CONFIG_NAMES, PPO_OVERLAYS
 
 
 def _one_step_off_overlay() -> dict:
@@ -28,9 +29,9 @@ PROFILE = Profile(
     name="0.6",
     matches=("0.6.0", "0.6.1"),
     entry_modules=V070.entry_modules,
-    config_names=dapo_config_names(),
+    config_names={**dapo_config_names(), **PPO_CONFIG_NAMES},
     base_configs=BASE_CONFIGS,
-    recipe_overlays=OVERLAYS,
+    recipe_overlays={**OVERLAYS, **PPO_OVERLAYS},
     overrides={
         **V070.overrides,
         "remove_padding@megatron": (Key(A + "model.use_remove_padding"),),  # no actor.megatron key in 0.6

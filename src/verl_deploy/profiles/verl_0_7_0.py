@@ -2,6 +2,7 @@
 
 from verl_deploy.profiles.base import (BASE_CONFIGS, Key, Profile, dapo_config_names, filter_groups_overlay,
                                        keys, one_step_off_overlay)
+from verl_deploy.profiles.modes import PPO_CONFIG_NAMES, PPO_ENTRY, PPO_OVERLAYS
 
 _LEGACY_OVERLONG = {"enable": False, "len": 0, "penalty_factor": 0.0, "log": False}
 
@@ -23,10 +24,10 @@ _KWARGS = "reward_model.reward_kwargs."
 PROFILE = Profile(
     name="0.7.0",
     matches=("0.7.0",),
-    entry_modules={"dapo": "recipe.dapo.main_dapo", "one-step-off": "recipe.one_step_off_policy.main_ppo"},
-    config_names=dapo_config_names(),
+    entry_modules={"dapo": "recipe.dapo.main_dapo", "one-step-off": "recipe.one_step_off_policy.main_ppo", **PPO_ENTRY},
+    config_names={**dapo_config_names(), **PPO_CONFIG_NAMES},
     base_configs=BASE_CONFIGS,
-    recipe_overlays={
+    recipe_overlays={**PPO_OVERLAYS, 
         ("dapo", "megatron"): _dapo_overlay(),
         ("dapo", "fsdp"): _dapo_overlay(),
         ("one-step-off", "megatron"): one_step_off_overlay(),

@@ -3,6 +3,8 @@ DAPO from the verl-recipe repository checked out as the verl tree's `recipe/` su
 
 from verl_deploy.profiles.base import (BASE_CONFIGS, Profile, dapo_config_names, filter_groups_overlay,
                                        keys, one_step_off_overlay)
+from verl_deploy.profiles.modes import (FULLY_ASYNC_CONFIG_NAMES, FULLY_ASYNC_ENTRY, FULLY_ASYNC_KEYS,
+                                        FULLY_ASYNC_OVERLAYS, PPO_CONFIG_NAMES, PPO_ENTRY, PPO_OVERLAYS)
 
 
 def dapo_overlay() -> dict:
@@ -49,12 +51,12 @@ OVERLAYS = {
 PROFILE = Profile(
     name="0.8",
     matches=("0.7.1", "0.8."),
-    entry_modules=ENTRY,
-    config_names=dapo_config_names(),
+    entry_modules={**ENTRY, **PPO_ENTRY, **FULLY_ASYNC_ENTRY},
+    config_names={**dapo_config_names(), **PPO_CONFIG_NAMES, **FULLY_ASYNC_CONFIG_NAMES},
     base_configs=BASE_CONFIGS,
-    recipe_overlays=OVERLAYS,
-    overrides=REWARD_KEYS,
+    recipe_overlays={**OVERLAYS, **PPO_OVERLAYS, **FULLY_ASYNC_OVERLAYS},
+    overrides={**REWARD_KEYS, **FULLY_ASYNC_KEYS},
     wheel_config_dirs={"one-step-off": "verl/experimental/one_step_off_policy/config"},
     # v0.7.1's verl/experimental/one_step_off_policy/ has main_ppo.py but no __init__.py (0.8.0 adds it)
-    wheel_lacks_entry={"0.7.1": ("one-step-off",)},
+    wheel_lacks_entry={"0.7.1": ("one-step-off", "fully-async")},
 )

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
 from verl_deploy.findings import Finding, error, info, warning
-from verl_deploy.rules import algorithm, batch, layout, lengths, model
+from verl_deploy.rules import algorithm, async_modes, batch, layout, lengths, model
 from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
@@ -96,6 +96,34 @@ RULES: tuple[Rule, ...] = (
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
                        "raise ValueError use_remove_padding",
+    }),
+    Rule(async_modes.separate_async_batch_is_sync_steps_of_mini_batches, {
+        "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:50 (0.9.0), 59 (0.9.1) "
+                                           "assert train_batch_size == parameter_sync_step * ppo_mini_batch_size",
+    }),
+    Rule(async_modes.separate_async_rollout_pool, {
+        "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:55-59 (0.9.0), 64-68 "
+                                           "(0.9.1) assert rollout nnodes, n_gpus_per_node > 0, checkpoint_engine "
+                                           "backend != naive",
+    }),
+    Rule(async_modes.v1_batch_divides_by_sync_step, {
+        "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:511 (0.9.0), 535 (0.9.1) assert train_batch_size % "
+                            "parameter_sync_step == 0",
+    }),
+    Rule(async_modes.v1_off_policy_bound, {
+        "0.9.0-0.9.1 (V1 replay buffer)": "verl/trainer/ppo/v1/replay_buffer.py:159-162 (0.9.0), 166-175 (0.9.1) "
+                                          "assert max_off_policy_threshold > 0, max_off_policy_strategy drop|wait",
+    }),
+    Rule(async_modes.v1_filter_groups_metric, {
+        "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:199 (0.9.0), 196 (0.9.1) raise ValueError "
+                            "filter_groups.metric must be set",
+    }),
+    Rule(async_modes.fully_async_rollouter_settings, {
+        "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
+                                     "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
+                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1",
+        "0.7.1 (fully-async, source checkout)": "the same asserts at lines 66-70 of fully_async_rollouter.py at tag "
+                                                "v0.7.1 (its wheel packages no .py file of fully_async_policy)",
     }),
     Rule(model.megatron_tp_divides_heads, {
         "megatron-core 0.13.1": "megatron/core/transformer/transformer_config.py:646 (heads), 661 (query groups)",

@@ -104,14 +104,15 @@ class RuleContext:
             return True
         if self.version < (0, 7, 1):
             return False
-        default = "disable" if self.spec.mode == "one-step-off" else "auto"
+        # one-step-off's and fully-async's yaml set `disable`
+        default = "disable" if self.spec.mode in ("one-step-off", "fully-async") else "auto"
         return str(self.get("trainer.use_legacy_worker_impl", default)) == "disable"
 
     @property
     def validate_config_runs(self) -> bool:
         """verl.utils.config.validate_config: called by main_ppo, one-step-off and verl-recipe DAPO, but not by
         the in-tree recipe/dapo/main_dapo.py of 0.6.0-0.7.0."""
-        return not (self.spec.mode == "dapo" and self.version <= (0, 7, 0))
+        return not (self.plan.mechanism == "dapo" and self.version <= (0, 7, 0))
 
     @property
     def trainer_world(self) -> int:
@@ -149,7 +150,7 @@ class RuleContext:
     @property
     def gen_batch(self) -> int:
         """Prompts a DAPO generation step draws (data.gen_batch_size; the train batch outside DAPO)."""
-        if self.spec.mode != "dapo":
+        if self.plan.mechanism != "dapo":  # main_ppo (GRPO), V1 (one prompt at a time), the split modes
             return self.batch
         return self.number("data.gen_batch_size", self.spec.effective_gen_batch_size)
 
@@ -157,7 +158,7 @@ class RuleContext:
     def step_batch(self) -> int:
         """Prompts one update trains on: DAPO with filter_groups off trains on the generation batch as it is
         (recipe/dapo/dapo_ray_trainer.py fit: `batch = new_batch`); otherwise the train batch."""
-        if self.spec.mode == "dapo" and not self.flag("algorithm.filter_groups.enable", self.spec.filter_groups):
+        if self.plan.mechanism == "dapo" and not self.flag("algorithm.filter_groups.enable", self.spec.filter_groups):
             return self.gen_batch
         return self.batch
 

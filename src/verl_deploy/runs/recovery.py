@@ -77,14 +77,21 @@ def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before:
         if lowered < MIN_UTILIZATION:
             return Decision(False, f"{failure} in the rollout with gpu_memory_utilization already at "
                                    f"{spec.gpu_memory_utilization}; raise the rollout TP (--gen-tp) or shorten the sequences")
-        return Decision(True, f"{failure} in the rollout: gpu_memory_utilization {spec.gpu_memory_utilization} -> {lowered}",
+        from verl_deploy.spec import SPLIT_MODES
+
+        pool = f" pool (its own {spec.rollout_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
+        return Decision(True, f"{failure} in the rollout{pool}: gpu_memory_utilization {spec.gpu_memory_utilization} -> "
+                              f"{lowered}",
                         {"gpu_memory_utilization": lowered})
     if failure == "device_oom":
         states = _states(spec)
         for name in _ladder(spec):
             feature = registry.BY_NAME[name]
             if feature.applies_to(spec.framework, spec.device) and not states.get(name):
-                return Decision(True, f"device OOM during {diagnosis.phase_label or 'training'}: adding {name}",
+                from verl_deploy.spec import SPLIT_MODES
+
+                pool = f" in the trainer pool ({spec.trainer_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
+                return Decision(True, f"device OOM during {diagnosis.phase_label or 'training'}{pool}: adding {name}",
                                 {"oom_features": [*spec.oom_features, name]}, [name])
         return Decision(False, f"device OOM with {', '.join(_ladder(spec))} already on; {ADVICE}")
     if failure == "host_oom":

@@ -173,10 +173,10 @@ def _entry_fix(plan) -> str:
     from verl_deploy.profiles.recipes import dapo_source, wheel_lacks_entry_note
 
     version = plan.spec.verl_version
-    if plan.spec.mode in plan.profile.wheel_lacks_entry.get(version, ()):
-        return wheel_lacks_entry_note(version)
+    if plan.mechanism in plan.profile.wheel_lacks_entry.get(version, ()):
+        return wheel_lacks_entry_note(version, plan.mechanism)
 
-    if plan.spec.mode == "dapo" and plan.entry_module.startswith("recipe."):
+    if plan.mechanism == "dapo" and plan.entry_module.startswith("recipe."):
         source = dapo_source(plan.spec.verl_version)
         if source is not None:
             return source.checkout_command(plan.spec.run_dir, plan.spec.verl_version) + f" ({source.why})"

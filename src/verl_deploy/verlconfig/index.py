@@ -53,6 +53,8 @@ class KeyIndex:
 def entry_yaml(source: ConfigSource, module: str, config_name: str, base_config: str,
                overlay: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The entry config as a dict (without its hydra/defaults header) and where it came from."""
+    if config_name == base_config:  # verl.trainer.main_ppo: the base config is the entry's own
+        return {}, f"verl's own {base_config} on {source.origin} {source.version}"
     real = source.recipe_config(module, config_name)
     if real is not None:
         data = yaml.safe_load(real.read_text(encoding="utf-8")) or {}
@@ -72,11 +74,13 @@ def compose(source: ConfigSource, config_name: str, base_config: str, entry: Map
     document = {"hydra": {"searchpath": [f"file://{source.base_dir}"]},
                 "defaults": [base_config, "_self_"], **entry}
     with tempfile.TemporaryDirectory(prefix="verl-deploy-compose-") as tmp:
-        Path(tmp, f"{config_name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+        # the entry's own name, unless it is the base config itself (it would then default to itself)
+        name = config_name if config_name != base_config else f"verl_deploy_{base_config}"
+        Path(tmp, f"{name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
         GlobalHydra.instance().clear()
         try:
             with initialize_config_dir(config_dir=tmp, version_base=None):
-                return hydra_compose(config_name=config_name, overrides=list(overrides or []))
+                return hydra_compose(config_name=name, overrides=list(overrides or []))
         finally:
             GlobalHydra.instance().clear()
 

@@ -150,7 +150,7 @@ def validate_plan(plan: Plan, *, download: bool = True, announce=None) -> tuple[
         found.append(warning("verl_version", f"--verl-dir holds verl {source.version}, not {spec.verl_version}",
                              "drop --verl-version to use the checkout's version"))
     base = plan.profile.base_configs[spec.framework]
-    overlay = plan.profile.recipe_overlays[(spec.mode, spec.framework)]
+    overlay = plan.profile.recipe_overlays[(plan.mechanism, spec.framework)]
     try:
         idx = key_index.build(source, plan.entry_module, plan.config_name, base, overlay)
     except Exception as exc:  # Hydra reports config problems as many exception types

@@ -17,6 +17,11 @@ SHOWN_METRICS = (
     ("actor/grad_norm", "grad_norm"),
     ("perf/throughput", "tok/s/dev"),
     ("timing_s/step", "step s"),
+    # the async modes' staleness and weight sync (verl/trainer/ppo/v1/replay_buffer.py, fully_async_policy/)
+    ("training/off_policy/trajectory_staleness/mean", "staleness"),
+    ("fully_async/count/stale_samples_processed", "stale samples"),
+    ("fully_async/count/current_param_version", "param version"),
+    ("timing_s/update_weights", "sync s"),
 )
 
 
