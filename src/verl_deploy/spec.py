@@ -235,7 +235,8 @@ class RunSpec(BaseModel):
     swanlab_api_key: Optional[SecretStr] = None
     swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = "cloud"
     swanlab_workspace: str = "TrainingMaster"
-    swanlab_log_dir: str = "/verl/swanlog"
+    swanlab_log_dir: Optional[str] = Field(None, description="SwanLab log directory (default: swanlog/ under "
+                                           "the run directory)")
     project_name: str = "verl_hlm"
     experiment_name: Optional[str] = None
 
@@ -461,6 +462,11 @@ class RunSpec(BaseModel):
             return self.experiment_name
         model = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model_path.rstrip("/").rsplit("/", 1)[-1]).strip("_") or "model"
         return f"{self.mode}-{model}-{self.framework}-{self.device}"
+
+    @property
+    def effective_swanlab_log_dir(self) -> str:
+        """Where swanlab writes its files: given, else `swanlog/` under the run directory (where the run writes)."""
+        return self.swanlab_log_dir or f"{self.run_dir.rstrip('/')}/swanlog"
 
     @property
     def effective_ckpts_dir(self) -> str:

@@ -67,7 +67,8 @@ def show_summary(prepared: Prepared, action: str) -> None:
                      if spec.estimate_features else ""))
 
 
-def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None) -> None:
+def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None,
+            as_json: bool = False) -> None:
     """Show the summary and wait for a yes; raise typer.Exit otherwise. Nothing happens before this returns."""
     from verl_deploy.cli.output import console
 
@@ -80,6 +81,14 @@ def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | 
     if not interactive:
         err.print("[bold red]error[/]: confirmation: no terminal to ask \"Proceed?\" — fix: review the summary above "
                   "and pass --yes to proceed without asking")
+        if as_json:  # the refusal is the command's one JSON document too
+            from verl_deploy.cli.output import print_json
+            from verl_deploy.findings import error
+
+            print_json({"ok": False, "findings": [error("confirmation", "no terminal to ask \"Proceed?\": nothing was "
+                                                                        "changed", "show the user the plan (`plan --json`); "
+                                                                        "after their yes pass --yes", area="launch")
+                                                  .as_dict()]})
         raise typer.Exit(code=2)
     try:
         answer = input("Proceed? [y/N] ").strip().lower()
