@@ -56,7 +56,10 @@ def show_summary(prepared: Prepared, action: str) -> None:
         out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
         for state in plan.features:
             if state.on:
-                why = "added by the memory estimate" if state.why == "estimate" else state.why
+                why = state.why
+                if state.why == "estimate":
+                    why = ("added by the memory estimate from its calibration log (an OOM seen before)"
+                           if memory_observed(prepared) else "added by the memory estimate")
                 out.print(f"  [green]on[/]  {state.name} [dim]({escape(why)})[/]")
     memory = prepared.memory
     if memory is not None:
@@ -65,6 +68,11 @@ def show_summary(prepared: Prepared, action: str) -> None:
                   f"{memory.limit_gb:.1f} GiB per device: {verdict}"
                   + (" [dim](--no-estimate to start without the features it added)[/]"
                      if spec.estimate_features else ""))
+
+
+def memory_observed(prepared: Prepared) -> bool:
+    """Did the calibration log (OOMs seen before), not the formula alone, make the estimate ask for features?"""
+    return bool(getattr(prepared.memory, "observed", None))
 
 
 def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None,

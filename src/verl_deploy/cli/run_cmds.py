@@ -116,7 +116,8 @@ def launch_command(
     confirm(prepared, f"launch ({chosen} backend)", yes=yes, as_json=json_output)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
-                        start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force)
+                        start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force,
+                        calibrated=calibrated_features(prepared))
     except LaunchError as exc:
         raise fail([_launch_finding(exc)], as_json=json_output) from None
     if follow:
@@ -128,6 +129,16 @@ def launch_command(
         print_json(record.status_document())
         return
     _announce(record)
+
+
+def calibrated_features(prepared) -> dict:
+    """The estimate's features that came from the calibration log (an OOM seen before), with what it saw."""
+    memory = prepared.memory
+    observed = getattr(memory, "observed", None) or {}
+    if not observed:
+        return {}
+    seen = "; ".join(observed.values())
+    return {name: seen for name in prepared.spec.estimate_features}
 
 
 def _confirmation_note():

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from verl_deploy.runs import notify
 from verl_deploy.runs.checkpoints import resume_point, tracked_step
 from verl_deploy.runs.handles import latest_handle, write_handle
-from verl_deploy.runs.outcome import incomplete, no_progress, script_failure, trainer_finished, unexplained
+from verl_deploy.runs.outcome import exit_from_log, incomplete, no_progress, script_failure, trainer_finished, unexplained
 from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
@@ -148,6 +148,18 @@ def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
     return f"; {where}" if retry or start is not None else ""
 
 
+def features_of(spec: RunSpec, calibrated: dict) -> tuple[list[str], dict]:
+    """Every feature on for this spec, and where each came from (the calibration log named as such)."""
+    from verl_deploy import features as registry
+
+    states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
+                                 user_features=spec.features, no_default_features=spec.no_default_features,
+                                 oom_features=spec.oom_features, estimate_features=spec.estimate_features)
+    on = [s for s in states if s.on]
+    origins = {s.name: ("calibration" if s.why == "estimate" and s.name in calibrated else str(s.why)) for s in on}
+    return [s.name for s in on], origins
+
+
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
@@ -157,6 +169,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
                       resumed_from_step=resume["from_step"],
                       changes=changes, resume=resume)
+    attempt.features_on, attempt.feature_origins = features_of(spec, record.calibrated_features)
     attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
     write_handle(record, spec, attempt)
@@ -531,6 +544,10 @@ def _supervise(record: RunRecord) -> None:
         end_workers(attempt)
         scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
+        if stopped_by_us and (code is None or code < 0 or code > 128):
+            said = exit_from_log(attempt.log)  # the training had exited itself before we stopped what was left
+            if said is not None:
+                attempt.exit_code, attempt.exit_seen = said, "start_verl.sh's last line in the log"
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             _save(record)
             return
@@ -572,6 +589,7 @@ def _supervise(record: RunRecord) -> None:
         if decision.retry:
             new_spec = spec.with_changes(source="recovery", **decision.changes)
             reason = decision.reason  # start_attempt adds where it resumes from (a complete checkpoint only)
+            _recovery_notice(record, attempt, decision)
             _save(record)
             try:
                 start_attempt(record, new_spec, reason, decision.added, decision.changes)
@@ -588,6 +606,18 @@ def _supervise(record: RunRecord) -> None:
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         _save(record)
+
+
+def _recovery_notice(record: RunRecord, attempt: Attempt, decision) -> None:
+    """An automatic recovery, kept in the record as a notice (status --json shows it, --notify URL or not).
+
+    Only failures and stalls are sent to the --notify URLs; a recovery is recorded, not sent."""
+    what = (attempt.failure or {}).get("class") or "failure"
+    step = f" at step {record.step}" if record.step else ""
+    record.notices.append({"time": time.time(), "kind": "recovery", "attempt": attempt.n,
+                           "title": f"recovered from {what}{step}: {decision.reason}; attempt {attempt.n + 1} "
+                                    "resumes from the last complete checkpoint",
+                           "body": "", "deliveries": [], "delivery_problems": []})
 
 
 def _calibrate(spec: RunSpec, diagnosis, decision) -> None:

@@ -11,14 +11,16 @@ from verl_deploy.spec import RunSpec
 
 
 def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds: float, start_timeout: float,
-           say: Callable[[str], None], backend_options: dict | None = None, force: bool = False) -> RunRecord:
+           say: Callable[[str], None], backend_options: dict | None = None, force: bool = False,
+           calibrated: dict | None = None) -> RunRecord:
+    """`calibrated`: the estimate's features that the calibration log asked for (name -> what it saw)."""
     import os
 
     from verl_deploy.runs.ckptlock import launch_lock, live_users
 
     record = RunRecord(id=new_run_id(), backend=backend, spec=spec_data(spec), notify=list(notify_urls),
                        stall_seconds=stall_seconds, backend_options=dict(backend_options or {}),
-                       launcher_pid=os.getpid())
+                       launcher_pid=os.getpid(), calibrated_features=dict(calibrated or {}))
     with launch_lock():
         users = live_users(spec.effective_ckpts_dir)
         if users and not force:

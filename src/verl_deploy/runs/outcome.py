@@ -10,6 +10,7 @@ before verl-deploy's scripts handed over to the trainer is theirs (watch/handove
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 
@@ -87,6 +88,21 @@ def unexplained(record: RunRecord, code: int | None) -> dict | None:
                 "fix": "if you did not stop it: the kernel OOM killer (`dmesg | grep -i kill`) or another user; "
                        "launch again to resume from the last checkpoint"}
     return None
+
+
+EXITED = re.compile(rb"\[start_verl\] run_training\.sh exited with status (\d+)")
+
+
+def exit_from_log(log: str | None) -> int | None:
+    """The training's exit status as start_verl.sh printed it (when the supervisor ended the attempt itself,
+    no exit file is written after that line)."""
+    if not log:
+        return None
+    try:
+        found = EXITED.findall(boundedread.read_tail(log, TAIL_BYTES))
+    except (OSError, TypeError, boundedread.UnreadableFile):
+        return None
+    return int(found[-1]) if found else None
 
 
 HEAD_BYTES = 1 << 20  # the hand-over line comes after the scripts' own output: near the log's start
