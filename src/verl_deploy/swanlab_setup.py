@@ -161,15 +161,15 @@ def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = l
         report.installed_now = True
     else:
         report.steps.append(f"swanlab {version.stdout.strip().split()[-1] if version.stdout.strip() else ''} in {where}")
-    unreachable = host_problem(spec)
-    if unreachable:  # say so, instead of whatever swanlab's login makes of a refused connection
-        raise SwanLabSetupError(unreachable, host_fix(spec))
     result = run(_argv(spec, ["python3", "-c", LOGIN], stdin=True, env_names=tuple(hosts_env)), 120,
                  input=key + "\n", env=env)
     outcome = _login_line(result.stdout)
     if not result.ok or outcome is None or not outcome.get("ok"):
         failed = next((line[13:] for line in result.stdout.splitlines() if line.startswith("LOGIN-FAILED ")), None)
         said = (failed or _tail(result)).replace(key, '***')
+        unreachable = host_problem(spec)  # what swanlab makes of a refused connection is not the cause: say that
+        if unreachable:
+            raise SwanLabSetupError(f"swanlab login in {where} failed: {unreachable}", host_fix(spec))
         if any(marker in said for marker in REFUSED):
             raise SwanLabSetupError(f"swanlab login in {where} could not reach the SwanLab host "
                                     f"{spec.swanlab_host or 'swanlab.cn'}: {said}", host_fix(spec))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from verl_deploy.runs import notify
 from verl_deploy.runs.checkpoints import resume_point, tracked_step
 from verl_deploy.runs.handles import latest_handle, write_handle
-from verl_deploy.runs.outcome import exit_from_log, incomplete, no_progress, script_failure, trainer_finished, unexplained
+from verl_deploy.runs.outcome import exit_from_log, incomplete, unknown_failure, no_progress, script_failure, trainer_finished, unexplained
 from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
@@ -575,7 +575,7 @@ def _supervise(record: RunRecord) -> None:
             attempt.failure = _backend_failure(backend, attempt) or unexplained(record, None) or early
         else:
             attempt.failure = (_failure_dict(diagnosis) or said.get("failure") or _backend_failure(backend, attempt)
-                               or unexplained(record, code))
+                               or unexplained(record, code) or unknown_failure(record, attempt.exit_code))
         spec = spec_of(record)
         resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
         retries = len(record.attempts) - 1 - resubmits
@@ -602,7 +602,7 @@ def _supervise(record: RunRecord) -> None:
                 return
             continue
         record.state = "failed"
-        record.failure = {**(attempt.failure or {"class": None, "cause": None, "fix": None}), "decision": decision.reason}
+        record.failure = {**(attempt.failure or unknown_failure(record, attempt.exit_code)), "decision": decision.reason}
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         _save(record)

@@ -105,9 +105,19 @@ def exit_from_log(log: str | None) -> int | None:
     return int(found[-1]) if found else None
 
 
+def unknown_failure(record: RunRecord, code: int | None) -> dict:
+    """A failure the log does not name and nothing else explains: still a class, never null."""
+    said = f"exited with status {code}" if code is not None else "ended"
+    return {"class": "unknown_failure", "phase": None, "retryable": False, "lines": [],
+            "cause": f"the training {said} and its log names no failure verl-deploy knows",
+            "fix": f"read the errors (`verl-deploy logs {record.id} --errors`) and the last lines of the log; "
+                   f"`verl-deploy diagnose LOG` explains a known one; then `verl-deploy resume {record.id}`"}
+
+
 HEAD_BYTES = 1 << 20  # the hand-over line comes after the scripts' own output: near the log's start
 TAIL_BYTES = 64 * 1024
-STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch", "disk_full")  # a script's lines
+STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch", "disk_full",
+                   "missing_python_package")  # a script's lines
 
 
 def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict | None:

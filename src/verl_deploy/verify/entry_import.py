@@ -40,7 +40,7 @@ def missing_package_fix(module: str, entry: str, where: str, container: str | No
     how = f"`docker exec {container} python3 -m pip install {top}`" if container else f"`python3 -m pip install {top}`"
     if top == "verl":
         return (f"verl itself does not import for python3 on the {where}: install verl there (`python3 -m pip "
-                f"install -e RUN_DIR` in a verl checkout, or verl's image with --container NAME)")
+                f"install -e .` in the verl checkout of this release, or verl's image with --container NAME)")
     return f"python3 on the {where} lacks {top}, which {entry} imports: install it there ({how}) or run where verl's " \
            "dependencies are installed (--container NAME with verl's image)"
 
