@@ -112,3 +112,38 @@ def test_an_agent_fixes_every_blocker_from_one_listing_then_one_launch_runs_and_
     recoveries = [n for n in status["notices"] if n.get("kind") == "recovery"]
     assert len(recoveries) == 2 and "offload" in recoveries[0]["title"], status["notices"]
     assert status["failure"] is None
+
+
+def test_the_end_of_a_failed_run_names_the_rung_not_tried_and_resume_continues_the_record(npu_host, tmp_path):
+    from test_launch import fake_torch_npu
+
+    verl = tmp_path / "verl"
+    install_entry(verl, STANDIN.read_text())
+    env = dict(npu_host["env"], STANDIN_STEP_SECONDS="0.1", PYTHONPATH=str(fake_torch_npu(tmp_path)),
+               STANDIN_FAIL="device_oom", STANDIN_FAIL_STEP="3", MAX_OOM_RETRIES="1")
+    done = subprocess.run([*VERL_BIN, "launch", "--search-root", str(npu_host["root"]), "--run-dir", str(verl),
+                           "--ckpts-dir", str(tmp_path / "ckpts"), "--train-steps", "8", "--save-freq", "2",
+                           "--backend", "local", "--yes", "--follow"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env={**os.environ, **env}, timeout=240)
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    end = lines[lines.index(next(line for line in lines if line.startswith("next: "))) - 2:]
+    assert end[0].startswith("run ") and " failed: device_oom: " in end[0], done.stdout[-2000:]
+    assert end[1].startswith("evidence: line ") and "NPU out of memory" in end[1]
+    assert end[2].startswith("next: add recompute, the next rung of the OOM ladder (not tried yet)")
+    run_id = end[0].split()[1]
+    assert end[3].strip() == f"verl-deploy resume {run_id} --features recompute"
+    assert "larger TP/PP" not in end[2]
+    code, status = agent(env, "status", run_id, "--json")
+    assert status["end"]["command"] == end[3].strip() and status["failure"]["next"]["command"] == end[3].strip()
+
+    # the command as printed: same record, a new attempt from the newest complete checkpoint, then success
+    code, resumed = agent(env, *end[3].split()[1:], "--yes", "--follow", "--json")
+    assert code == 0 and resumed["state"] == "succeeded" and resumed["id"] == run_id, resumed
+    attempts = resumed["attempts"]
+    assert len(attempts) == 3 and attempts[2]["reason"].startswith("resumed by `verl-deploy resume`")
+    assert attempts[2]["resumed_from_step"] == 4 and {"offload", "recompute"} <= set(attempts[2]["features_on"])
+    assert attempts[2]["feature_origins"]["recompute"] == "user"
+    assert resumed["end"]["command"] == f"verl-deploy report {run_id}"
+    code, again = agent(env, "resume", run_id, "--yes", "--json")
+    assert code == 1 and again["findings"][0]["field"] == "run" and "already succeeded" in again["findings"][0]["message"]

@@ -65,6 +65,7 @@ from verl_deploy.cli import check_cmd, init_cmd, plan_cmd, generate_cmd, run_cmd
 from verl_deploy.cli import report_cmd, evidence_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import verify_env_cmd  # noqa: E402,F401,I001
+from verl_deploy.cli import resume_cmd  # noqa: E402,F401,I001
 
 
 def main() -> None:

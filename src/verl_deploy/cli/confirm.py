@@ -56,7 +56,7 @@ def show_summary(prepared: Prepared, action: str) -> None:
         out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
         for state in plan.features:
             if state.on:
-                why = state.why
+                why: str = state.why
                 if state.why == "estimate":
                     why = ("added by the memory estimate from its calibration log (an OOM seen before)"
                            if memory_observed(prepared) else "added by the memory estimate")

@@ -124,6 +124,8 @@ def launch_command(
         record = _follow(record.id, json_output)
         if json_output:
             print_json(record.status_document())
+        else:
+            show_end(record)
         raise typer.Exit(code=0 if record.state == "succeeded" else 1)
     if json_output:
         print_json(record.status_document())
@@ -139,6 +141,19 @@ def calibrated_features(prepared) -> dict:
         return {}
     seen = "; ".join(observed.values())
     return {name: seen for name in prepared.spec.estimate_features}
+
+
+def show_end(record) -> None:
+    """The end of a followed run: the cause, the evidence line, and the next step as a command to copy."""
+    from rich.markup import escape
+
+    from verl_deploy.cli.output import console
+    from verl_deploy.runs.next_step import end_lines
+    from verl_deploy.views.safe_text import neutralise
+
+    out = console()
+    for line in end_lines(record):
+        out.print(escape(neutralise(line)), soft_wrap=True)
 
 
 def _confirmation_note():

@@ -545,9 +545,9 @@ def _supervise(record: RunRecord) -> None:
         scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
         if stopped_by_us and (code is None or code < 0 or code > 128):
-            said = exit_from_log(attempt.log)  # the training had exited itself before we stopped what was left
-            if said is not None:
-                attempt.exit_code, attempt.exit_seen = said, "start_verl.sh's last line in the log"
+            logged = exit_from_log(attempt.log)  # the training had exited itself before we stopped what was left
+            if logged is not None:
+                attempt.exit_code, attempt.exit_seen = logged, "start_verl.sh's last line in the log"
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             _save(record)
             return
@@ -564,6 +564,7 @@ def _supervise(record: RunRecord) -> None:
                 attempt.failure = incomplete(record, spec)
             record.state = "failed"
             record.failure = {**attempt.failure, "decision": attempt.failure["cause"]}
+            _add_next(record)
             notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
             _save(record)
             return
@@ -577,8 +578,13 @@ def _supervise(record: RunRecord) -> None:
             attempt.failure = (_failure_dict(diagnosis) or said.get("failure") or _backend_failure(backend, attempt)
                                or unexplained(record, code) or unknown_failure(record, attempt.exit_code))
         spec = spec_of(record)
-        resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
-        retries = len(record.attempts) - 1 - resubmits
+        from verl_deploy.runs.resume import RESUME_REASON
+
+        # the retry budget counts from the launch, or from the last `verl-deploy resume`
+        since = max((i for i, a in enumerate(record.attempts) if a.reason.startswith(RESUME_REASON)), default=0)
+        counted = record.attempts[since:]
+        resubmits = sum(1 for a in counted if a.reason.startswith(RESUBMIT_REASON))
+        retries = len(counted) - 1 - resubmits
         decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
         if not early:  # no training ran: nothing for the memory calibration
             _calibrate(spec, diagnosis, decision)
@@ -597,15 +603,28 @@ def _supervise(record: RunRecord) -> None:
                 record.state = "failed"
                 record.failure = {**(attempt.failure or {}), "decision": f"{decision.reason}; the retry could not "
                                                                         f"start: {exc}"}
+                _add_next(record)
                 notify.notice(record, "failed: the retry could not start", failure=record.failure)
                 _save(record)
                 return
             continue
         record.state = "failed"
         record.failure = {**(attempt.failure or unknown_failure(record, attempt.exit_code)), "decision": decision.reason}
+        _add_next(record)
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         _save(record)
+
+
+def _add_next(record: RunRecord) -> None:
+    """The failure says what comes next (a command to copy); the supervisor's log prints the whole end."""
+    from verl_deploy.runs.next_step import end_lines, end_of_run
+
+    end = end_of_run(record)
+    if end and record.failure is not None:
+        record.failure["next"] = {"what": end["next"], "command": end["command"]}
+        for line in end_lines(record):
+            print(f"verl-deploy supervisor: {line}", flush=True)
 
 
 def _recovery_notice(record: RunRecord, attempt: Attempt, decision) -> None:

@@ -245,7 +245,15 @@ class RunRecord:
             # log lines the watcher could not read: skipped and counted, never fatal
             "unreadable_lines": {"count": int(self.scan.get("skipped") or 0), "first": self.scan.get("first_skipped")},
             "supervisor_deaths": self.supervisor_deaths,
+            # for an ended run: the cause, the evidence line, the next step and the command to copy
+            "end": _end_of_run(self),
         }
+
+
+def _end_of_run(record: "RunRecord") -> dict | None:
+    from verl_deploy.runs.next_step import end_of_run
+
+    return end_of_run(record)
 
 
 def reload(record: "RunRecord") -> "RunRecord":
