@@ -117,7 +117,9 @@ def test_the_start_scripts_fix_knows_the_run_dir_is_already_a_checkout(tmp_path,
     ran = run_scripts(out, stubs, {"STUB_IMPORT_ERROR": "ModuleNotFoundError: No module named 'ray'"})
     fixes = [line for line in ran.stderr.splitlines() if line.startswith("[start_verl] fix:")]
     assert ran.returncode == 2 and len(fixes) == 1, ran.stderr
-    assert "has the entry file" in fixes[0] and "pip install" in fixes[0] and "as --run-dir" not in fixes[0]
+    assert "has the entry file" in fixes[0] and "pip install ray" in fixes[0] and "as --run-dir" not in fixes[0]
+    names = run_scripts(out, stubs, {"STUB_IMPORT_ERROR": "ImportError: cannot import name 'TaskRunner' from 'verl.x'"})
+    assert "has the entry file" not in names.stderr  # a recipe of another verl: the checkout's own fix
     (stubs["verl_root"] / "recipe" / "dapo" / "main_dapo.py").unlink()  # a tree without the recipe: the checkout fix
     again = run_scripts(out, stubs, {"STUB_IMPORT_ERROR": "ModuleNotFoundError: No module named 'recipe'"})
     assert "has the entry file" not in again.stderr and "[start_verl] fix:" in again.stderr

@@ -105,7 +105,8 @@ def gather(flags: dict, config_file: Optional[str], options: dict, *, backend: s
     if verify and chosen in ("local", "docker", "ray"):
         _verify_gate(gate, chosen, ray_address)
     if chosen in ("local", "docker"):
-        _entry_gate(gate, chosen)
+        if runs_check:  # a probe of where the training runs, like the host check (--skip-check skips both)
+            _entry_gate(gate, chosen)
         _swanlab_gate(gate, chosen, host_checked=runs_check)
     if len(spec.nodes) > 1 and chosen in ("local", "docker"):
         from verl_deploy.backends.nodes import check_nodes
@@ -122,8 +123,9 @@ def gather(flags: dict, config_file: Optional[str], options: dict, *, backend: s
 
 
 
-def _notify_findings(urls: list[str]) -> list[Finding]:
-    from verl_deploy.runs.notify import invalid, target, unreachable
+def invalid_notify(urls: list[str]) -> list[Finding]:
+    """--notify values apprise cannot use (never echoing their secret parts)."""
+    from verl_deploy.runs.notify import invalid, target
 
     found: list[Finding] = []
     for url in urls:
@@ -131,6 +133,15 @@ def _notify_findings(urls: list[str]) -> list[Finding]:
         if problem:
             found.append(error("notify", f"--notify {target(url)[:80]!r}: {problem}",
                                "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://..."))
+    return found
+
+
+def _notify_findings(urls: list[str]) -> list[Finding]:
+    from verl_deploy.runs.notify import invalid, target, unreachable
+
+    found: list[Finding] = invalid_notify(urls)
+    for url in urls:
+        if invalid(url):
             continue
         away = unreachable(url)
         if away:

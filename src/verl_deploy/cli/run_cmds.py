@@ -95,6 +95,11 @@ def launch_command(
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
+    from verl_deploy.cli.launch_gate import invalid_notify
+
+    refused_urls = invalid_notify(notify or [])
+    if refused_urls:  # a malformed flag value, like the parser's own refusals: at once, before any probe
+        raise fail(refused_urls, as_json=json_output)
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
     # every gate at once: the check (with this run's flags), rules, memory, verify, the entry import, SwanLab, ...
     gate = gather(flags, config_file, options, backend=backend, ray_address=ray_address, job_env=job_env or [],
@@ -338,6 +343,12 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
             out.print(f"decision: {t(decision)}")
         if record.failure.get("fix"):
             out.print(f"fix: {t(record.failure['fix'])}")
+    from verl_deploy.runs.next_step import end_of_run
+
+    end = end_of_run(record)
+    if end is not None:  # the step that really comes next, as a command to copy
+        out.print(f"next: {t(end['next'])}")
+        out.print(f"  {t(end['command'])}")
     if record.supervisor_deaths:
         last = record.supervisor_deaths[-1]
         count = len(record.supervisor_deaths)

@@ -87,6 +87,6 @@ def entry_findings(plan, *, container: str | None = None) -> list[Finding]:
         fix = entry_fix(plan)
     elif missing:
         fix = missing_package_fix(missing.group(1), entry, where, container)
-    else:
-        fix = f"fix what the error names: importing {entry} from {run_dir} fails (the file is there)"
+    else:  # the file is there but does not fit this verl (a recipe of another release): the checkout's fix
+        fix = entry_fix(plan)
     return [error("entry", f"{entry} does not import from {run_dir} on the {where}: {line}", fix, area="environment")]
