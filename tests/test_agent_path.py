@@ -147,3 +147,13 @@ def test_the_end_of_a_failed_run_names_the_rung_not_tried_and_resume_continues_t
     assert resumed["end"]["command"] == f"verl-deploy report {run_id}"
     code, again = agent(env, "resume", run_id, "--yes", "--json")
     assert code == 1 and again["findings"][0]["field"] == "run" and "already succeeded" in again["findings"][0]["message"]
+
+    # the OOMs went to the calibration log: the next launch of this model starts with the features, and says why
+    env.pop("STANDIN_FAIL")
+    code, again = agent(env, "launch", "--search-root", str(npu_host["root"]), "--run-dir", str(verl), "--ckpts-dir",
+                        str(tmp_path / "ckpts2"), "--train-steps", "2", "--save-freq", "2", "--backend", "local",
+                        "--yes", "--json")
+    assert code == 0, again
+    origins = again["attempts"][0]["feature_origins"]
+    assert "calibration" in origins.values(), origins
+    assert "estimate" not in origins.values()
