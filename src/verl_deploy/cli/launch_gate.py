@@ -38,6 +38,11 @@ class Gate:
     def ok(self) -> bool:
         return self.prepared is not None and self.prepared.plan is not None and not self.blockers
 
+    def ordered(self) -> list[Finding]:
+        """Errors first (what blocks), then warnings, then notes; each group in the order the gates ran."""
+        rank = {"error": 0, "warning": 1, "info": 2}
+        return sorted(self.findings, key=lambda f: rank.get(f.level, 3))
+
     def add(self, found: list[Finding]) -> None:
         seen = {(f.level, f.field, f.message) for f in self.findings}
         for finding in found:
@@ -278,7 +283,7 @@ def document(gate: Gate, *, dry_run: bool) -> dict:
     data["ok"] = gate.ok
     data["dry_run"] = dry_run
     data["backend"] = gate.chosen
-    data["findings"] = [f.as_dict() for f in gate.findings]
+    data["findings"] = [f.as_dict() for f in gate.ordered()]
     data["blockers"] = [f.as_dict() for f in gate.blockers]
     if gate.checked is not None:
         data["check"] = gate.checked.as_dict()
@@ -294,7 +299,7 @@ def report(gate: Gate, *, as_json: bool, dry_run: bool) -> None:
     if as_json:
         print_json(document(gate, dry_run=dry_run))
         return
-    print_findings(gate.findings, stderr=not dry_run)
+    print_findings([f for f in gate.ordered() if dry_run or f.level != "info"], stderr=not dry_run)
     out = console(stderr=not dry_run)
     count = len(gate.blockers)
     if gate.ok:
