@@ -144,7 +144,8 @@ def test_swanlab_secret_never_reaches_scripts_plan_argv_or_output(tmp_path, stub
     assert key not in "\0".join(recorded_argv(stubs))
     training_env = (stubs["log"] / "python3.env").read_text()
     assert f"SWANLAB_API_KEY={key}" in training_env  # reaches verl via env only
-    for line in ("SWANLAB_MODE=cloud", "SWANLAB_WORKSPACE=TrainingMaster", "SWANLAB_LOG_DIR=/verl/swanlog",
+    # the SwanLab log dir defaults under the run directory (where the run writes), not a fixed /verl/swanlog
+    for line in ("SWANLAB_MODE=cloud", "SWANLAB_WORKSPACE=TrainingMaster", f"SWANLAB_LOG_DIR={stubs['verl_root']}/swanlog",
                  "SWANLAB_API_HOST=http://127.0.0.1:8000/api", "SWANLAB_WEB_HOST=http://127.0.0.1:8000"):
         assert line in training_env.splitlines(), line
     assert "SWANLAB_PROJECT=" not in training_env  # swanlab 0.10 cannot parse it: importing swanlab would fail

@@ -77,7 +77,10 @@ def test_launch_follow_off_a_terminal_prints_events_and_the_retries(trainer):
     lines = result.stdout.splitlines()
     assert any(line.startswith("failure device_oom at line") for line in lines)
     assert any(line.startswith("attempt 2: device OOM") or line.startswith("attempt 2:") for line in lines)
-    assert lines[-1].endswith("succeeded at step 8/8")
+    # the event lines end with the success; then the end of the run: cause and the next command to copy
+    assert lines[-4].endswith("succeeded at step 8/8"), lines[-6:]
+    assert lines[-3].startswith("run ") and "succeeded: the training reached its end (step 8/8)" in lines[-3]
+    assert lines[-2].startswith("next: ") and lines[-1].strip().startswith("verl-deploy report ")
 
 
 def test_a_stopped_run_shows_no_eta(trainer):

@@ -249,7 +249,8 @@ class RunSpec(BaseModel):
     swanlab_api_key: Optional[SecretStr] = None
     swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = "cloud"
     swanlab_workspace: str = "TrainingMaster"
-    swanlab_log_dir: str = "/verl/swanlog"
+    swanlab_log_dir: Optional[str] = Field(None, description="SwanLab log directory (default: swanlog/ under "
+                                           "the run directory)")
     # verl's trainer.logger (profiles/trackers.py); empty: console, plus swanlab when SwanLab is on
     logger: list[str] = Field(default_factory=list)
     project_name: str = "verl_hlm"
@@ -536,6 +537,11 @@ class RunSpec(BaseModel):
         model = re.sub(r"[^A-Za-z0-9._-]+", "_", self.model_path.rstrip("/").rsplit("/", 1)[-1]).strip("_") or "model"
         run = self.mode if self.algorithm == "dapo" else ("grpo" if self.mode == "dapo" else f"{self.mode}-grpo")
         return f"{run}-{model}-{self.framework}-{self.device}"
+
+    @property
+    def effective_swanlab_log_dir(self) -> str:
+        """Where swanlab writes its files: given, else `swanlog/` under the run directory (where the run writes)."""
+        return self.swanlab_log_dir or f"{self.run_dir.rstrip('/')}/swanlog"
 
     @property
     def effective_ckpts_dir(self) -> str:

@@ -60,5 +60,5 @@ def swanlab_environment(spec: RunSpec) -> list[tuple[str, str]]:
     if derived is not None:
         env += [("SWANLAB_API_HOST", derived[0]), ("SWANLAB_WEB_HOST", derived[1])]
     env += [("SWANLAB_MODE", spec.swanlab_mode), ("SWANLAB_WORKSPACE", spec.swanlab_workspace),
-            ("SWANLAB_LOG_DIR", spec.swanlab_log_dir)]
+            ("SWANLAB_LOG_DIR", spec.effective_swanlab_log_dir)]
     return env

@@ -88,6 +88,52 @@ def _login_env(spec: RunSpec) -> dict[str, str]:
     return {} if derived is None else {"SWANLAB_API_HOST": derived[0], "SWANLAB_WEB_HOST": derived[1]}
 
 
+REFUSED = ("Connection refused", "ConnectionError", "Max retries exceeded", "Failed to establish a new connection",
+           "Name or service not known", "timed out", "No route to host")
+
+
+def host_fix(spec: RunSpec) -> str:
+    """What to do when the SwanLab host does not answer: fix the host, or log locally and sync later."""
+    log_dir = spec.effective_swanlab_log_dir
+    return (f"fix --swanlab-host (or open the route to it); or run with --swanlab-mode local: the run logs to "
+            f"{log_dir} and shows `swanlab watch {log_dir}` instead of a link; upload later with "
+            f"`swanlab sync {log_dir}/<run folder>`")
+
+
+def host_problem(spec: RunSpec, timeout: float = 3.0) -> str | None:
+    """None when the SwanLab host answers; else what is wrong with it, in one line."""
+    from verl_deploy.preflight.host import SWANLAB_CLOUD, reachable
+
+    url = spec.swanlab_host or SWANLAB_CLOUD
+    up, detail = reachable(url, timeout=timeout)
+    return None if up else f"the SwanLab host {url} refuses connections: {detail}"
+
+
+def preflight_findings(spec: RunSpec, *, check_host: bool = True) -> list:
+    """What launch's SwanLab login would stop on, found before anything starts: host, key, the package."""
+    from verl_deploy.findings import error
+    from verl_deploy.preflight.host import swanlab_logged_in
+
+    found = []
+    if check_host:
+        problem = host_problem(spec)
+        if problem:
+            found.append(error("swanlab_host", problem, host_fix(spec), area="swanlab"))
+        if not (spec.swanlab_api_key or swanlab_logged_in()):
+            found.append(error("swanlab_api_key", "no API key: SWANLAB_API_KEY unset and no `swanlab login` here",
+                               "set SWANLAB_API_KEY in the command's environment, or pipe it: --swanlab-api-key -",
+                               area="swanlab"))
+    where = f"container {spec.container}" if spec.container else "this host"
+    probe = run(_argv(spec, ["python3", "-c", PROBE]), 60)
+    absent = spec.container and ("No such container" in probe.stderr or "is not running" in probe.stderr)
+    if not probe.ok and not absent:
+        found.append(error("swanlab", f"swanlab is not importable by python3 in {where} (the training's tracker "
+                                      f"needs it): {_tail(probe)}",
+                           f"`verl-deploy swanlab login --install-missing{' --container ' + spec.container if spec.container else ''}` "
+                           f"installs {SWANLAB_PIN} there, or --swanlab no", area="environment"))
+    return found
+
+
 def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = lambda where: False) -> SetupReport:
     """Install swanlab if missing and `install(where)` agrees, log in with the key on stdin, check the login.
 
@@ -120,7 +166,14 @@ def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = l
     outcome = _login_line(result.stdout)
     if not result.ok or outcome is None or not outcome.get("ok"):
         failed = next((line[13:] for line in result.stdout.splitlines() if line.startswith("LOGIN-FAILED ")), None)
-        raise SwanLabSetupError(f"swanlab login failed in {where}: {(failed or _tail(result)).replace(key, '***')}",
+        said = (failed or _tail(result)).replace(key, '***')
+        unreachable = host_problem(spec)  # what swanlab makes of a refused connection is not the cause: say that
+        if unreachable:
+            raise SwanLabSetupError(f"swanlab login in {where} failed: {unreachable}", host_fix(spec))
+        if any(marker in said for marker in REFUSED):
+            raise SwanLabSetupError(f"swanlab login in {where} could not reach the SwanLab host "
+                                    f"{spec.swanlab_host or 'swanlab.cn'}: {said}", host_fix(spec))
+        raise SwanLabSetupError(f"swanlab login failed in {where}: {said}",
                                 "check the API key and --swanlab-host (`verl-deploy check --swanlab yes` tests the host)")
     report.steps.append(f"logged in{' to ' + spec.swanlab_host if spec.swanlab_host else ''} (key on stdin)")
     if outcome.get("saved"):

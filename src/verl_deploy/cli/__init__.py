@@ -69,6 +69,7 @@ from verl_deploy.cli import bundle_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import clean_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import import_cmd  # noqa: E402,F401,I001
 from verl_deploy.cli import migrate_cmd  # noqa: E402,F401,I001
+from verl_deploy.cli import resume_cmd  # noqa: E402,F401,I001
 
 
 def main() -> None:

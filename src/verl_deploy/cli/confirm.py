@@ -58,7 +58,10 @@ def show_summary(prepared: Prepared, action: str) -> None:
         out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
         for state in plan.features:
             if state.on:
-                why = "added by the memory estimate" if state.why == "estimate" else state.why
+                why: str = state.why
+                if state.why == "estimate":
+                    why = ("added by the memory estimate from its calibration log (an OOM seen before)"
+                           if memory_observed(prepared) else "added by the memory estimate")
                 out.print(f"  [green]on[/]  {state.name} [dim]({escape(why)})[/]")
     memory = prepared.memory
     if memory is not None:
@@ -69,7 +72,13 @@ def show_summary(prepared: Prepared, action: str) -> None:
                      if spec.estimate_features else ""))
 
 
-def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None) -> None:
+def memory_observed(prepared: Prepared) -> bool:
+    """Did the calibration log (OOMs seen before), not the formula alone, make the estimate ask for features?"""
+    return bool(getattr(prepared.memory, "observed", None))
+
+
+def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None,
+            as_json: bool = False) -> None:
     """Show the summary and wait for a yes; raise typer.Exit otherwise. Nothing happens before this returns."""
     from verl_deploy.cli.output import console
 
@@ -82,6 +91,14 @@ def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | 
     if not interactive:
         err.print("[bold red]error[/]: confirmation: no terminal to ask \"Proceed?\" — fix: review the summary above "
                   "and pass --yes to proceed without asking")
+        if as_json:  # the refusal is the command's one JSON document too
+            from verl_deploy.cli.output import print_json
+            from verl_deploy.findings import error
+
+            print_json({"ok": False, "findings": [error("confirmation", "no terminal to ask \"Proceed?\": nothing was "
+                                                                        "changed", "show the user the plan (`plan --json`); "
+                                                                        "after their yes pass --yes", area="launch")
+                                                  .as_dict()]})
         raise typer.Exit(code=2)
     try:
         answer = input("Proceed? [y/N] ").strip().lower()

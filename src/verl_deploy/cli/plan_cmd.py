@@ -3,7 +3,7 @@ wrong with it, and the exact verl command, before anything is touched."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Optional
 
 import typer
 
@@ -32,7 +32,12 @@ point does, runs verl's validate_config, builds the actor/rollout/algorithm data
 imports the entry module, with no devices and no Ray. What verl rejects is an error with verl's
 own message.
 
-Exit status: 0 when there is no error, 1 otherwise (the findings say what and how to fix it).
+--check adds everything else `launch` would stop on, in one pass (the host check with these flags,
+verl's validation, the entry import where the training runs, SwanLab's host, key and package):
+`ok` is then true only when the launch would start. `launch --dry-run` does the same for any backend.
+
+Exit status: 0 when there is no error, 1 otherwise (the findings say what and how to fix it), 2 for
+a usage error.
 """
 
 
@@ -47,9 +52,18 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
                                                      "phase with its formula and source (with --json: memory_terms)."),
                  rehearse: bool = typer.Option(False, "--rehearse", help="Also show what `launch --rehearse` changes "
                                                "for its rehearsal (steps, lengths, checkpoint folder)."),
+                 check: bool = typer.Option(False, "--check", help="Every blocker `launch` would hit, in one pass: the "
+                                            "host check with these flags, rules, memory, verify, the entry import, "
+                                            "SwanLab (same as `launch --dry-run`); ok only when launch would start."),
+                 search_root: Optional[List[str]] = typer.Option(None, "--search-root", metavar="DIR",
+                                                                 help="With --check: where the check looks for models "
+                                                                      "and datasets."),
                  **options: Any) -> None:
     """Show the resolved configuration with sources, the findings and the verl command."""
     from verl_deploy.cli.output import fail, print_json
+
+    if check:
+        _check_all(options, search_root, json_output)
     from verl_deploy.cli.run_common import prepare_from_options
     from verl_deploy.cli.views import show_plan
     from verl_deploy.render import plan_document
@@ -70,6 +84,8 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
     if json_output:
         document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
         document["ok"] = prepared.ok
+        document["scope"] = ("the configuration only (rules, memory, verl's config); `plan --check` or `launch "
+                             "--dry-run` report every blocker of the launch")
         document["command"] = ["python3", *prepared.plan.argv()]
         if verified is not None:
             document["verify"] = verified.as_dict()
@@ -100,6 +116,25 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
                             escape(", ".join(f"{k}={v}" for k, v in changes.items() if k not in ("train_steps", "save_step"))))
     if not prepared.ok:
         raise typer.Exit(code=1)
+
+
+def _check_all(options: dict, search_root, json_output: bool) -> None:
+    """`plan --check`: launch's gates for the local or docker backend, nothing started (exit 0 only when ready)."""
+    from verl_deploy.cli.launch_gate import gather, report
+    from verl_deploy.cli.options import flags_from
+    from verl_deploy.cli.output import console, fail
+    from verl_deploy.findings import UserError
+
+    try:
+        flags, config_file = flags_from(options)
+    except UserError as exc:
+        raise fail(exc.findings, as_json=json_output) from None
+    say = None if json_output else (lambda text: console(stderr=True).print(f"[dim]{text}[/]"))
+    gate = gather(flags, config_file, options, backend="auto", ray_address=None, job_env=[], notify=[],
+                  skip_check=False, no_estimate=False, verify=True, search_root=search_root, force=False,
+                  reuse_ray=False, announce=say)
+    report(gate, as_json=json_output, dry_run=True)
+    raise typer.Exit(code=0 if gate.ok else 1)
 
 
 def _local_env(prepared, wanted: bool, json_output: bool) -> dict:

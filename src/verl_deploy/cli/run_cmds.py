@@ -82,103 +82,49 @@ def launch_command(
     rehearse: bool = typer.Option(False, "--rehearse", help="First a rehearsal (<= 3 steps, 1/4 lengths, one save and "
                                   "one resume); the real run starts only when it ends well."),
     rehearse_only: bool = typer.Option(False, "--rehearse-only", help="Only the rehearsal; the real run is not started."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Change nothing: report every blocker this launch would hit "
+                                 "(check, rules, memory, verify, entry import, SwanLab, cluster) in one pass; exit 0 "
+                                 "only when it would start."),
     **options: Any,
 ) -> None:
     """Check, confirm, and start the training detached; a supervisor watches and recovers it."""
     from verl_deploy.cli.confirm import confirm
+    from verl_deploy.cli.launch_gate import gather, refuse, report
     from verl_deploy.cli.options import flags_from
-    from verl_deploy.cli.output import fail, print_findings
-    from verl_deploy.cli.run_common import check_with, prepare_from_flags
+    from verl_deploy.cli.output import fail
     from verl_deploy.findings import UserError, error
-    from verl_deploy.pipeline import prepare_spec
-    from verl_deploy.runs.ckptlock import live_users
     from verl_deploy.runs.control import LaunchError
     from verl_deploy.runs.launch import launch
-    from verl_deploy.runs.notify import invalid as invalid_notify_url
-    from verl_deploy.runs.notify import target
-    from verl_deploy.runs.notify import unreachable as unreachable_notify_url
 
     try:
         flags, config_file = flags_from(options)  # once: `--swanlab-api-key -` reads stdin
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
-    if backend in ("slurm", "kuberay", "ray") or (backend == "auto" and (ray_address or
-                                                                   os.environ.get("RAY_API_SERVER_ADDRESS"))):
-        flags["head_from_scheduler"] = True  # the job (or the running Ray cluster) gives the head at run time
-    for url in notify or []:
-        problem = invalid_notify_url(url)
-        if problem:
-            raise fail([error("notify", f"--notify {target(url)[:80]!r}: {problem}",
-                              "use an apprise URL: json://HOST:PORT/PATH, slack://..., feishu://..., dingtalk://...")],
-                       as_json=json_output)
-        away = unreachable_notify_url(url)
-        if away and not json_output:
-            from verl_deploy.cli.output import console
+    from verl_deploy.cli.launch_gate import invalid_notify
 
-            console(stderr=True).print(f"[yellow]warning[/]: --notify {target(url)}: {away}; notices fail until it "
-                                       "answers (each result is kept in the run record)")
+    refused_urls = invalid_notify(notify or [])
+    if refused_urls:  # a malformed flag value, like the parser's own refusals: at once, before any probe
+        raise fail(refused_urls, as_json=json_output)
     ray_address = ray_address or os.environ.get("RAY_API_SERVER_ADDRESS")
-    # the host check probes where the training runs: not for a cluster or scheduler elsewhere
-    runs_check = not skip_check and backend not in ("ray", "slurm", "kuberay") and not (backend == "auto" and ray_address)
-    if runs_check:
-        # the check resolves the spec with what it detects (--search-root): that very spec is what is launched
-        try:
-            checked = check_with(flags, config_file, search_roots=search_root)
-        except UserError as exc:
-            raise fail(exc.findings, as_json=json_output) from None
-        prepared = prepare_spec(checked.spec, announce=None if json_output else _say)
-    else:
-        checked = None
-        prepared = prepare_from_flags(flags, config_file, ignore_detected=bool(options.get("ignore_detected")),
-                                      as_json=json_output)
-    if prepared.plan is None or not prepared.ok:
-        raise fail(prepared.findings, as_json=json_output)
-    if not no_estimate:
-        prepared = _with_estimate(prepared, json_output)
+    # every gate at once: the check (with this run's flags), rules, memory, verify, the entry import, SwanLab, ...
+    gate = gather(flags, config_file, options, backend=backend, ray_address=ray_address, job_env=job_env or [],
+                  notify=notify or [], skip_check=skip_check, no_estimate=no_estimate, verify=verify,
+                  search_root=search_root, force=force, reuse_ray=reuse_ray, announce=None if json_output else _say,
+                  allow_local_checkpoints=allow_local_checkpoints)
+    if dry_run:
+        if not yes and not sys.stdin.isatty():
+            gate.add([_confirmation_note()])
+        report(gate, as_json=json_output, dry_run=True)
+        raise typer.Exit(code=0 if gate.ok else 1)
+    if not gate.ok:
+        raise refuse(gate, as_json=json_output)
+    if not json_output:
+        from verl_deploy.cli.output import print_findings
+
+        print_findings([f for f in gate.findings if f.level == "warning"])
+    prepared, chosen, backend_options = gate.prepared, gate.chosen or "local", gate.backend_options
     spec = prepared.spec
-    chosen = backend if backend != "auto" else ("ray" if ray_address else "docker" if spec.container else "local")
-    if chosen not in ("local", "docker", "ray", "slurm", "kuberay"):
-        raise fail([error("backend", f"{backend!r} is not a backend", "use --backend local, docker, ray, slurm or "
-                                                                    "kuberay")], as_json=json_output)
-    if chosen == "docker" and not spec.container:
-        raise fail([error("container", "the docker backend needs a container", "pass --container NAME")], as_json=json_output)
-    backend_options: dict = {"reuse_ray": True} if reuse_ray else {}
-    if chosen == "ray":
-        backend_options = _ray_options(spec, ray_address, job_env or [], json_output)
-    elif chosen in ("slurm", "kuberay"):
-        backend_options = _scheduler_options(spec, chosen, options, json_output)
-    if checked is not None:
-        errors = [f for f in checked.findings if f.level == "error"]
-        if errors:
-            print_findings(errors)
-            raise fail([error("check", f"{len(errors)} problem(s) found by the check block the launch",
-                              "fix them (see above), or pass --skip-check if you know better")], as_json=json_output)
-    if verify and chosen in ("local", "docker", "ray"):  # a scheduler's job runs elsewhere
-        from verl_deploy.verify import findings_for, verify_on_ray, verify_plan
-
-        verified = (verify_on_ray(prepared.plan, ray_address) if chosen == "ray" else
-                    verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None))
-        rejected = [f for f in findings_for(verified, prepared.plan, required=False) if f.level == "error"]
-        if rejected:
-            raise fail(rejected, as_json=json_output)
-    if len(spec.nodes) > 1 and chosen in ("local", "docker"):
-        from verl_deploy.backends.nodes import check_nodes
-
-        from verl_deploy.preflight.shared_storage import storage_area
-
-        node_findings = check_nodes(spec)
-        storage = [] if node_findings else storage_area(spec, allow_local_checkpoints).findings()
-        print_findings([f for f in storage if f.level == "warning"])
-        node_findings = node_findings or [f for f in storage if f.level == "error"]
-        if node_findings:
-            raise fail(node_findings, as_json=json_output)
-    users = live_users(spec.effective_ckpts_dir)
-    if users and not force:
-        raise fail([error("ckpts_dir", f"run {users[0]} is live and uses {spec.effective_ckpts_dir}: this run would "
-                                       "resume from its checkpoints and overwrite them",
-                          f"stop it (`verl-deploy stop {users[0]}`), choose another --ckpts-dir, or pass --force")],
-                   as_json=json_output)
-    confirm(prepared, f"launch ({chosen} backend)", yes=yes)
+    confirm(prepared, f"launch ({chosen} backend)", yes=yes, as_json=json_output)
     if rehearse or rehearse_only:
         from verl_deploy.cli.rehearse_flow import rehearse_first
 
@@ -187,13 +133,16 @@ def launch_command(
                        only=rehearse_only, json_output=json_output, say=_say)
     try:
         record = launch(spec, backend=chosen, notify_urls=notify or [], stall_seconds=stall_minutes * 60,
-                        start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force)
+                        start_timeout=start_timeout, say=_say, backend_options=backend_options, force=force,
+                        calibrated=calibrated_features(prepared))
     except LaunchError as exc:
-        raise fail([error("launch", str(exc), "see `verl-deploy status` and `verl-deploy logs`")], as_json=json_output)
+        raise fail([_launch_finding(exc)], as_json=json_output) from None
     if follow:
         record = _follow(record.id, json_output)
         if json_output:
             print_json(record.status_document())
+        else:
+            show_end(record)
         raise typer.Exit(code=0 if record.state == "succeeded" else 1)
     if json_output:
         print_json(record.status_document())
@@ -201,100 +150,42 @@ def launch_command(
     _announce(record)
 
 
-def _with_estimate(prepared, json_output: bool):
-    """When the memory estimate says the plan does not fit, start with the memory features it needs."""
-    from verl_deploy.cli.output import fail
-    from verl_deploy.memory import needed_features
-    from verl_deploy.pipeline import prepare_spec
-
-    spec, memory = prepared.spec, prepared.memory
-    if memory is None or memory.fits:
-        return prepared
-    on = {s.name for s in prepared.plan.features if s.on}
-    add = [name for name in needed_features(memory) if name not in on]
-    if not add:
-        return prepared
-    changed = prepare_spec(spec.with_changes(source="estimate", estimate_features=[*spec.estimate_features, *add]))
-    if changed.plan is None or not changed.ok:
-        raise fail(changed.findings, as_json=json_output)
-    return changed
+def calibrated_features(prepared) -> dict:
+    """The estimate's features that came from the calibration log (an OOM seen before), with what it saw."""
+    memory = prepared.memory
+    observed = getattr(memory, "observed", None) or {}
+    if not observed:
+        return {}
+    seen = "; ".join(observed.values())
+    return {name: seen for name in prepared.spec.estimate_features}
 
 
-def _ray_options(spec, address: Optional[str], job_env: list[str], json_output: bool) -> dict:
-    """Check the live cluster before submitting: resource name, devices in total and per node, Ray version."""
-    from verl_deploy.backends.raycluster import check_cluster, cluster_nodes, cluster_version
-    from verl_deploy.cli.output import fail, print_findings
+def show_end(record) -> None:
+    """The end of a followed run: the cause, the evidence line, and the next step as a command to copy."""
+    from rich.markup import escape
+
+    from verl_deploy.cli.output import console
+    from verl_deploy.runs.next_step import end_lines
+    from verl_deploy.views.safe_text import neutralise
+
+    out = console()
+    for line in end_lines(record):
+        out.print(escape(neutralise(line)), soft_wrap=True)
+
+
+def _confirmation_note():
+    from verl_deploy.findings import warning
+
+    return warning("confirmation", "no terminal here: launch will stop at the confirmation unless --yes is given",
+                   "show the user the plan, and after their yes add --yes", area="launch")
+
+
+def _launch_finding(exc):
+    """A launch that failed after the confirmation, as one finding: the fix it names, else where to look."""
     from verl_deploy.findings import error
 
-    if not address:
-        raise fail([error("ray_address", "the ray backend needs the cluster's job server",
-                          "pass --ray-address http://HEAD:8265 (or set RAY_API_SERVER_ADDRESS)")], as_json=json_output)
-    env: dict[str, str] = {}
-    for item in job_env:
-        name, sep, value = item.partition("=")
-        if name == "SWANLAB_API_KEY":
-            raise fail([error("job-env", "the SwanLab key must not go into the job's runtime environment (the "
-                              "dashboard shows it)", "log in on the nodes (`verl-deploy swanlab login`) instead")],
-                       as_json=json_output)
-        if name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
-            raise fail([error("job-env", f"{name} must not go into the job's runtime environment (the dashboard "
-                              "shows it)", "the cluster's own processes have its token; verl-deploy sends yours "
-                              "in a request header")], as_json=json_output)
-        env[name] = value if sep else os.environ.get(name, "")
-    from verl_deploy.rayauth import AuthError
-
-    try:
-        nodes = cluster_nodes(address)
-    except AuthError as exc:  # one line naming the variables to set, never a bare 401
-        raise fail([error("ray_address", exc.problem, exc.fix)], as_json=json_output) from None
-    except (OSError, ValueError) as exc:
-        raise fail([error("ray_address", f"{address} does not answer as a Ray job server: {exc}",
-                          "check the address and that the head runs the dashboard (port 8265)")], as_json=json_output)
-    try:
-        import ray
-
-        local_version = ray.__version__
-    except ImportError:
-        raise fail([error("backend", "the ray backend needs Ray here", "pip install 'verl-deploy[ray]'")],
-                   as_json=json_output) from None
-    findings = check_cluster(spec, nodes, cluster_version(address), local_version)
-    if any(f.level == "error" for f in findings):
-        raise fail(findings, as_json=json_output)
-    if findings and not json_output:
-        print_findings(findings)
-    return {"address": address, "env": env}
-
-
-def _scheduler_options(spec, chosen: str, options: dict, json_output: bool) -> dict:
-    """Before anything is submitted: the scheduler's flags, and whether the cluster could ever run the job."""
-    from verl_deploy.cli.output import fail
-    from verl_deploy.cli.sched_options import scheduler_from
-    from verl_deploy.findings import UserError, error
-
-    try:
-        sched = scheduler_from(options)
-    except UserError as exc:
-        raise fail(exc.findings, as_json=json_output) from None
-    if chosen == "slurm":
-        from verl_deploy.backends.slurm import SlurmError, check_partition
-
-        try:
-            findings = check_partition(sched.partition, sched.gres(spec.device), spec.nnodes, len(spec.devices))
-        except SlurmError as exc:
-            raise fail([error("backend", str(exc), "run it where sbatch, sinfo and scontrol work")],
-                       as_json=json_output) from None
-        if findings:
-            raise fail(findings, as_json=json_output)
-    else:
-        from verl_deploy.backends.kuberay import KubeError, check_cluster
-
-        try:
-            problem = check_cluster(sched.namespace)
-        except KubeError as exc:
-            problem = str(exc)
-        if problem:
-            raise fail([error("backend", problem, "see the README's KubeRay section")], as_json=json_output)
-    return {"scheduler": sched.model_dump(mode="json")}
+    message, _, fix = str(exc).partition(" — fix: ")
+    return error("launch", message, fix or "see `verl-deploy status` and `verl-deploy logs`", area="launch")
 
 
 def _announce(record) -> None:
@@ -470,6 +361,12 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
             out.print(f"decision: {t(decision)}")
         if record.failure.get("fix"):
             out.print(f"fix: {t(record.failure['fix'])}")
+    from verl_deploy.runs.next_step import end_of_run
+
+    end = end_of_run(record)
+    if end is not None:  # the step that really comes next, as a command to copy
+        out.print(f"next: {t(end['next'])}")
+        out.print(f"  {t(end['command'])}")
     if record.supervisor_deaths:
         last = record.supervisor_deaths[-1]
         count = len(record.supervisor_deaths)

@@ -40,6 +40,39 @@ def wants_json(args: Any) -> bool:
     return "--json" in (words[:words.index("--")] if "--" in words else words)
 
 
+class _CountingStdout:
+    """sys.stdout that remembers whether anything was written (for --json: one document, always)."""
+
+    def __init__(self, inner: Any):
+        self.inner, self.written = inner, False
+
+    def write(self, text: str) -> int:
+        if text:
+            self.written = True
+        return self.inner.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def _json_backstop(code: Any, stdout: _CountingStdout) -> None:
+    """A --json command that printed no document still leaves one: its outcome, pointing at stderr."""
+    if stdout.written:
+        return
+    import json
+
+    from verl_deploy.findings import error as error_finding
+
+    number = code if isinstance(code, int) else (0 if code is None else 1)
+    findings = [] if number == 0 else [error_finding(
+        "verl-deploy", f"the command ended with exit status {number} and printed no JSON document; what it said "
+                       "is on stderr", "read stderr; report this as a bug of verl-deploy's --json output",
+        area="arguments")]
+    stdout.inner.write(json.dumps({"ok": number == 0, "exit_status": number,
+                                   "findings": [f.as_dict() for f in findings]}, indent=2) + "\n")
+    stdout.inner.flush()
+
+
 class OneLineErrorGroup(TyperGroup):
     """The root command: parses as Typer does, reports a usage error in one line."""
 
@@ -47,6 +80,33 @@ class OneLineErrorGroup(TyperGroup):
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        if not wants_json(args) or "--help" in (args or sys.argv[1:]) or "-h" in (args or sys.argv[1:]):
+            return self._main(args, prog_name, complete_var, **extra)
+        counting = _CountingStdout(sys.stdout)
+        sys.stdout = counting
+        try:
+            self._main(args, prog_name, complete_var, **extra)
+        except SystemExit as done:
+            sys.stdout = counting.inner
+            _json_backstop(done.code, counting)
+            raise
+        except BaseException as error:  # a crash in --json mode: still one document (the traceback goes to stderr)
+            sys.stdout = counting.inner
+            if not counting.written:
+                import json
+
+                from verl_deploy.findings import error as error_finding
+
+                finding = error_finding("verl-deploy", f"internal error: {type(error).__name__}: {error}"[:500],
+                                        "report this as a bug of verl-deploy (the traceback is on stderr)",
+                                        area="internal")
+                counting.inner.write(json.dumps({"ok": False, "findings": [finding.as_dict()]}, indent=2) + "\n")
+                counting.inner.flush()
+            raise
+        finally:
+            sys.stdout = counting.inner
+
+    def _main(self, args: Any, prog_name: Any, complete_var: Any, **extra: Any) -> Any:
         try:
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _NoArgsIsHelp as error:  # bare `verl-deploy`: the help, as Typer shows it

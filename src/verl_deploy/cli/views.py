@@ -36,6 +36,7 @@ def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
         "gen_batch_size": spec.effective_gen_batch_size, "gen_tp": spec.rollout_tp,
         "experiment_name": spec.effective_experiment_name, "swanlab": spec.swanlab_on,
         "overlong_buffer_len": spec.effective_overlong_buffer_len,
+        "swanlab_log_dir": spec.effective_swanlab_log_dir,
     }
     if value is None and name in derived:
         value, source = derived[name], "derived"

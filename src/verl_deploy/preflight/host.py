@@ -156,7 +156,7 @@ def probe_swanlab(context: Context) -> Area:
         area.info("logging", "off (console only)", "turn it on with --swanlab yes")
         return area
     if spec.swanlab_mode in ("local", "offline", "disabled"):
-        area.ok("mode", f"{spec.swanlab_mode}: no network needed (view with `swanlab watch {spec.swanlab_log_dir}`)")
+        area.ok("mode", f"{spec.swanlab_mode}: no network needed (view with `swanlab watch {spec.effective_swanlab_log_dir}`)")
         return area
     url = spec.swanlab_host or SWANLAB_CLOUD
     up, detail = reachable(url, timeout=min(context.timeout, 3.0))
@@ -164,7 +164,9 @@ def probe_swanlab(context: Context) -> Area:
     if up:
         area.ok("host", detail)
     else:
-        area.error("host", detail, "open the route to the SwanLab host, fix --swanlab-host, or use --swanlab-mode local")
+        from verl_deploy.swanlab_setup import host_fix
+
+        area.error("host", f"the SwanLab host {url} refuses connections: {detail}", host_fix(spec))
     if spec.swanlab_api_key or swanlab_logged_in():
         area.ok("login", "API key given" if spec.swanlab_api_key else "found (SWANLAB_API_KEY or ~/.swanlab login)")
     else:

@@ -55,5 +55,5 @@ class Area:
 
 
 def finding_dict(finding: Finding) -> dict:
-    return {"area": finding.area, "level": finding.level, "check": finding.field, "message": finding.message,
-            "fix": finding.fix}
+    return {"area": finding.area, "level": finding.level, "check": finding.field, "field": finding.field,
+            "message": finding.message, "fix": finding.fix}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from verl_deploy.runs import notify
 from verl_deploy.runs.checkpoints import resume_point, tracked_step
 from verl_deploy.runs.handles import latest_handle, write_handle
-from verl_deploy.runs.outcome import incomplete, no_progress, script_failure, trainer_finished, unexplained
+from verl_deploy.runs.outcome import exit_from_log, incomplete, unknown_failure, no_progress, script_failure, trainer_finished, unexplained
 from verl_deploy.runs.record import TERMINAL, Attempt, DiskFull, RecordError, RunRecord, read_json, runs_dir
 from verl_deploy.runs.recovery import RESUBMIT_REASON, decide
 from verl_deploy.spec import RunSpec
@@ -148,6 +148,18 @@ def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
     return f"; {where}" if retry or start is not None else ""
 
 
+def features_of(spec: RunSpec, calibrated: dict) -> tuple[list[str], dict]:
+    """Every feature on for this spec, and where each came from (the calibration log named as such)."""
+    from verl_deploy import features as registry
+
+    states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
+                                 user_features=spec.features, no_default_features=spec.no_default_features,
+                                 oom_features=spec.oom_features, estimate_features=spec.estimate_features)
+    on = [s for s in states if s.on]
+    origins = {s.name: ("calibration" if s.why == "estimate" and s.name in calibrated else str(s.why)) for s in on}
+    return [s.name for s in on], origins
+
+
 def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str], changes: dict) -> Attempt:
     n = len(record.attempts) + 1
     attempt_dir = record.directory / f"attempt-{n}"
@@ -157,6 +169,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
                       resumed_from_step=resume["from_step"],
                       changes=changes, resume=resume)
+    attempt.features_on, attempt.feature_origins = features_of(spec, record.calibrated_features)
     attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
     attempt.log = attempt.handle["log"]
     write_handle(record, spec, attempt)
@@ -533,6 +546,10 @@ def _supervise(record: RunRecord) -> None:
         end_workers(attempt)
         scheduler = _publish_scheduler(attempt, backend)
         attempt.exit_code, attempt.ended = code, time.time()
+        if stopped_by_us and (code is None or code < 0 or code > 128):
+            logged = exit_from_log(attempt.log)  # the training had exited itself before we stopped what was left
+            if logged is not None:
+                attempt.exit_code, attempt.exit_seen = logged, "start_verl.sh's last line in the log"
         if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
             _save(record)
             return
@@ -550,6 +567,7 @@ def _supervise(record: RunRecord) -> None:
                 attempt.failure = incomplete(record, spec)
             record.state = "failed"
             record.failure = {**attempt.failure, "decision": attempt.failure["cause"]}
+            _add_next(record)
             notify.notice(record, f"failed: {attempt.failure['class']}", failure=record.failure)
             _save(record)
             return
@@ -561,10 +579,15 @@ def _supervise(record: RunRecord) -> None:
             attempt.failure = _backend_failure(backend, attempt) or unexplained(record, None) or early
         else:
             attempt.failure = (_failure_dict(diagnosis) or said.get("failure") or _backend_failure(backend, attempt)
-                               or unexplained(record, code))
+                               or unexplained(record, code) or unknown_failure(record, attempt.exit_code))
         spec = spec_of(record)
-        resubmits = sum(1 for a in record.attempts if a.reason.startswith(RESUBMIT_REASON))
-        retries = len(record.attempts) - 1 - resubmits
+        from verl_deploy.runs.resume import RESUME_REASON
+
+        # the retry budget counts from the launch, or from the last `verl-deploy resume`
+        since = max((i for i, a in enumerate(record.attempts) if a.reason.startswith(RESUME_REASON)), default=0)
+        counted = record.attempts[since:]
+        resubmits = sum(1 for a in counted if a.reason.startswith(RESUBMIT_REASON))
+        retries = len(counted) - 1 - resubmits
         decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
         if not early:  # no training ran: nothing for the memory calibration
             _calibrate(spec, diagnosis, decision)
@@ -575,6 +598,7 @@ def _supervise(record: RunRecord) -> None:
         if decision.retry:
             new_spec = spec.with_changes(source="recovery", **decision.changes)
             reason = decision.reason  # start_attempt adds where it resumes from (a complete checkpoint only)
+            _recovery_notice(record, attempt, decision)
             _save(record)
             try:
                 start_attempt(record, new_spec, reason, decision.added, decision.changes)
@@ -582,12 +606,14 @@ def _supervise(record: RunRecord) -> None:
                 record.state = "failed"
                 record.failure = {**(attempt.failure or {}), "decision": f"{decision.reason}; the retry could not "
                                                                         f"start: {exc}"}
+                _add_next(record)
                 notify.notice(record, "failed: the retry could not start", failure=record.failure)
                 _save(record)
                 return
             continue
         record.state = "failed"
-        record.failure = {**(attempt.failure or {"class": None, "cause": None, "fix": None}), "decision": decision.reason}
+        record.failure = {**(attempt.failure or unknown_failure(record, attempt.exit_code)), "decision": decision.reason}
+        _add_next(record)
         notify.notice(record, f"failed: {attempt.failure['class'] if attempt.failure else 'exit ' + str(code)}",
                       failure=record.failure)
         _save(record)
@@ -608,6 +634,29 @@ def _calibrate_clean(spec: RunSpec, record: RunRecord) -> None:
         record_clean_run(spec, peak)
     except Exception:  # the log is advice for next time: never let it change how the run ended
         pass
+
+
+def _add_next(record: RunRecord) -> None:
+    """The failure says what comes next (a command to copy); the supervisor's log prints the whole end."""
+    from verl_deploy.runs.next_step import end_lines, end_of_run
+
+    end = end_of_run(record)
+    if end and record.failure is not None:
+        record.failure["next"] = {"what": end["next"], "command": end["command"]}
+        for line in end_lines(record):
+            print(f"verl-deploy supervisor: {line}", flush=True)
+
+
+def _recovery_notice(record: RunRecord, attempt: Attempt, decision) -> None:
+    """An automatic recovery, kept in the record as a notice (status --json shows it, --notify URL or not).
+
+    Only failures and stalls are sent to the --notify URLs; a recovery is recorded, not sent."""
+    what = (attempt.failure or {}).get("class") or "failure"
+    step = f" at step {record.step}" if record.step else ""
+    record.notices.append({"time": time.time(), "kind": "recovery", "attempt": attempt.n,
+                           "title": f"recovered from {what}{step}: {decision.reason}; attempt {attempt.n + 1} "
+                                    "resumes from the last complete checkpoint",
+                           "body": "", "deliveries": [], "delivery_problems": []})
 
 
 def _calibrate(spec: RunSpec, diagnosis, decision) -> None:

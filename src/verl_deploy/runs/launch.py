@@ -11,14 +11,16 @@ from verl_deploy.spec import RunSpec
 
 
 def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds: float, start_timeout: float,
-           say: Callable[[str], None], backend_options: dict | None = None, force: bool = False) -> RunRecord:
+           say: Callable[[str], None], backend_options: dict | None = None, force: bool = False,
+           calibrated: dict | None = None) -> RunRecord:
+    """`calibrated`: the estimate's features that the calibration log asked for (name -> what it saw)."""
     import os
 
     from verl_deploy.runs.ckptlock import launch_lock, live_users
 
     record = RunRecord(id=new_run_id(), backend=backend, spec=spec_data(spec), notify=list(notify_urls),
                        stall_seconds=stall_seconds, backend_options=dict(backend_options or {}),
-                       launcher_pid=os.getpid())
+                       launcher_pid=os.getpid(), calibrated_features=dict(calibrated or {}))
     with launch_lock():
         users = live_users(spec.effective_ckpts_dir)
         if users and not force:
@@ -35,7 +37,7 @@ def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds
         try:
             ensure_container(spec, say=say, warn=lambda text: say(f"warning: {text}"))
         except DockerError as exc:
-            _fail(record, f"{exc} — fix: {exc.fix}")
+            _fail(record, f"{exc} — fix: {exc.fix}", "container_failed")
     if backend in ("local", "docker") and spec.swanlab_on and spec.swanlab_api_key is not None and spec.swanlab_mode == "cloud":
         from verl_deploy.swanlab_setup import SwanLabSetupError, setup_swanlab
 
@@ -43,19 +45,23 @@ def launch(spec: RunSpec, *, backend: str, notify_urls: list[str], stall_seconds
             for step in setup_swanlab(spec, spec.swanlab_api_key.get_secret_value()).steps:
                 say(f"swanlab: {step}")
         except SwanLabSetupError as exc:
-            _fail(record, f"{exc} — fix: {exc.fix}")
+            _fail(record, f"{exc} — fix: {exc.fix}", "swanlab_login_failed")
     try:
         start_attempt(record, spec, "launch", [], {})
     except Exception as exc:  # a backend or script problem: recorded, then one line for the user
-        _fail(record, str(exc))
+        _fail(record, str(exc), "start_failed")
     record.supervisor_pid = spawn_supervisor(record.id)
     record.save()
     return verify_started(record, start_timeout)
 
 
-def _fail(record: RunRecord, message: str) -> None:
+def _fail(record: RunRecord, message: str, kind: str) -> None:
+    """The launch stopped before the training started: a class saying where, the cause and its fix."""
+    cause, _, fix = message.partition(" — fix: ")
     record.state = "failed"
-    record.failure = {"class": None, "cause": message, "fix": None}
+    record.failure = {"class": kind, "phase": "launch", "cause": cause, "retryable": False,
+                      "fix": fix or "see the cause; `verl-deploy launch --dry-run` lists what blocks a launch",
+                      "decision": "nothing was started"}
     record.save()
     raise LaunchError(message)
 

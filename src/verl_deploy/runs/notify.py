@@ -31,6 +31,9 @@ def compose(run_id: str, title: str, step: int, total: int | None, failure: dict
     if failure:
         lines += [f"class: {failure.get('class')}" + (f" (phase {failure['phase']})" if failure.get("phase") else ""),
                   f"cause: {failure.get('cause')}", f"fix: {failure.get('fix')}"]
+        following = failure.get("next")
+        if isinstance(following, dict) and following.get("command"):
+            lines += [f"next: {following.get('what')}", f"  {following['command']}"]
     tail = last_lines(log)
     if tail:
         lines += ["last log lines:", *tail]

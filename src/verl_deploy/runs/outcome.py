@@ -10,6 +10,7 @@ before verl-deploy's scripts handed over to the trainer is theirs (watch/handove
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 
@@ -89,9 +90,34 @@ def unexplained(record: RunRecord, code: int | None) -> dict | None:
     return None
 
 
+EXITED = re.compile(rb"\[start_verl\] run_training\.sh exited with status (\d+)")
+
+
+def exit_from_log(log: str | None) -> int | None:
+    """The training's exit status as start_verl.sh printed it (when the supervisor ended the attempt itself,
+    no exit file is written after that line)."""
+    if not log:
+        return None
+    try:
+        found = EXITED.findall(boundedread.read_tail(log, TAIL_BYTES))
+    except (OSError, TypeError, boundedread.UnreadableFile):
+        return None
+    return int(found[-1]) if found else None
+
+
+def unknown_failure(record: RunRecord, code: int | None) -> dict:
+    """A failure the log does not name and nothing else explains: still a class, never null."""
+    said = f"exited with status {code}" if code is not None else "ended"
+    return {"class": "unknown_failure", "phase": None, "retryable": False, "lines": [],
+            "cause": f"the training {said} and its log names no failure verl-deploy knows",
+            "fix": f"read the errors (`verl-deploy logs {record.id} --errors`) and the last lines of the log; "
+                   f"`verl-deploy diagnose LOG` explains a known one; then `verl-deploy resume {record.id}`"}
+
+
 HEAD_BYTES = 1 << 20  # the hand-over line comes after the scripts' own output: near the log's start
 TAIL_BYTES = 64 * 1024
-STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch", "disk_full")  # a script's lines
+STARTUP_CLASSES = ("cann_env_error", "ray_cluster_startup", "dependency_version_mismatch", "disk_full",
+                   "missing_python_package")  # a script's lines
 
 
 def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict | None:

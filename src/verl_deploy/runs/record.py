@@ -134,9 +134,15 @@ class Attempt:
     log: str = ""
     changes: dict = field(default_factory=dict)  # spec fields changed for this attempt
     resume: dict = field(default_factory=dict)  # from_step, tracked_step, skipped incomplete checkpoints, overrides
+    # every feature this attempt ran with (not only what recovery added), and where each came from:
+    # default, mask, user, estimate, calibration (the memory estimate's OOM log), oom (the recovery ladder)
+    features_on: list[str] = field(default_factory=list)
+    feature_origins: dict = field(default_factory=dict)
+    exit_seen: str | None = None  # where exit_code came from when the supervisor ended the attempt itself
 
     def public(self) -> dict:
-        keys = ("n", "features", "reason", "resumed_from_step", "exit_code", "failure", "changes", "log", "resume")
+        keys = ("n", "features", "features_on", "feature_origins", "reason", "resumed_from_step", "exit_code",
+                "exit_seen", "failure", "changes", "log", "resume")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -168,6 +174,8 @@ class RunRecord:
     disk_full: dict | None = None  # {"path", "free_bytes", "since"} while the state disk is (or was) full
     # each supervisor that died: {"time", "error" (one line), "attempt", "offset" (in its log, when reading it)}
     supervisor_deaths: list[dict] = field(default_factory=list)
+    # features launch added whose reason was the memory estimate's calibration log (name -> what it saw)
+    calibrated_features: dict = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -233,14 +241,22 @@ class RunRecord:
             "last_checkpoint_step": self.last_checkpoint_step, "failure": self.failure, "backend": self.backend,
             "attempts": [a.public() for a in self.attempts], "directory": str(self.directory),
             "log": self.current.log if self.current else None, "disk_full": self.disk_full,
-            "notices": [{"title": n.get("title"), "time": n.get("time"), "deliveries": n.get("deliveries", [])}
-                        for n in self.notices],
+            "notices": [{"title": n.get("title"), "time": n.get("time"), "kind": n.get("kind", "failure"),
+                         "deliveries": n.get("deliveries", [])} for n in self.notices],
             # the scheduler's word on the current attempt (slurm, kuberay): state, reason, ...
             "scheduler": self.current.handle.get("scheduler") if self.current else None,
             # log lines the watcher could not read: skipped and counted, never fatal
             "unreadable_lines": {"count": int(self.scan.get("skipped") or 0), "first": self.scan.get("first_skipped")},
             "supervisor_deaths": self.supervisor_deaths,
+            # for an ended run: the cause, the evidence line, the next step and the command to copy
+            "end": _end_of_run(self),
         }
+
+
+def _end_of_run(record: "RunRecord") -> dict | None:
+    from verl_deploy.runs.next_step import end_of_run
+
+    return end_of_run(record)
 
 
 def reload(record: "RunRecord") -> "RunRecord":

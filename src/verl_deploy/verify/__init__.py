@@ -187,6 +187,13 @@ def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]
     """Findings for a verify result. `required`: an unavailable verify is an error (asked for explicitly)."""
     spec = plan.spec
     where = result.where
+    from verl_deploy.verify.entry_import import MISSING, docker_down, missing_package_fix
+
+    if result.status in ("unavailable", "error") and docker_down(result.detail):  # the environment, not the config
+        return [error("docker", f"the Docker daemon does not answer, so verl's own validation could not run in the "
+                                f"{where}: {result.detail}", "start Docker (`sudo systemctl start docker`), or pass "
+                                                            "--no-verify to launch without verl's validation",
+                      area="environment")]
     if result.status == "unavailable":
         level = error if required else info
         return [level("verify", f"verl's own validation did not run on the {where}: {result.detail}",
@@ -207,9 +214,26 @@ def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]
         name = step.get("step", "")
         message = " ".join(str(step.get("message", "")).split())[:600]
         origin = f" ({step['where']})" if step.get("where") else ""
+        missing = MISSING.search(message) if step.get("error") in ("ModuleNotFoundError", "ImportError") else None
         if name in ("locate_entry", "import_entry"):
+            ours = missing is not None and plan.entry_module.startswith(missing.group(1).split(".")[0] + ".")
+            fix = missing_package_fix(missing.group(1), plan.entry_module, where, spec.container) \
+                if missing and not ours else _entry_fix(plan)
             found.append(error("entry", f"verl {version} on the {where}: {plan.entry_module} does not import: "
-                               f"{step.get('error')}: {message}{origin}", _entry_fix(plan), area="verify"))
+                               f"{step.get('error')}: {message}{origin}", fix,
+                               area="environment" if missing and not ours else "verify"))
+        elif missing or step.get("error") in ("ModuleNotFoundError", "ImportError"):
+            # verl's own code cannot be imported there: an incomplete install, never a fault in the user's config
+            module = missing.group(1) if missing else "a module"
+            found.append(error("verl", f"verl {version} on the {where} is not importable as a whole ({name} needs "
+                                       f"{module}: {step.get('error')}: {message}{origin}); this is the environment, "
+                                       "not the run's config",
+                               missing_package_fix(module, plan.entry_module, where, spec.container) if missing
+                               else "install verl completely there, or pass --no-verify", area="environment"))
+        elif name == "compose" and (step.get("error") == "MissingConfigException" or "config directory" in message):
+            found.append(error("entry", f"the run directory {result.run_dir or spec.run_dir} on the {where} lacks "
+                                        f"verl's config for {plan.entry_module}: {message}", _entry_fix(plan),
+                               area="environment"))
         elif name == "compose":
             found.append(error("override", f"verl {version} on the {where} cannot compose {plan.config_name}: {message}",
                                "fix or drop the override Hydra names above", area="verify"))

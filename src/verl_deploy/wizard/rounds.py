@@ -194,7 +194,8 @@ class Wizard:
             self.answers["swanlab_mode"] = ask(questionary.select("SwanLab mode", choices=["cloud", "local"],
                                                                   default=self.value("swanlab_mode")))
         self._text("Workspace", "swanlab_workspace")
-        self._text("Log directory", "swanlab_log_dir")
+        self._text("Log directory", "swanlab_log_dir",
+                   default=self.value("swanlab_log_dir") or f"{str(self.value('run_dir')).rstrip('/')}/swanlog")
         self._text("Project name", "project_name")
 
     def features(self) -> None:
