@@ -92,7 +92,7 @@ def launch_command(
     from verl_deploy.cli.launch_gate import gather, refuse, report
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import fail
-    from verl_deploy.findings import UserError, error
+    from verl_deploy.findings import UserError
     from verl_deploy.runs.control import LaunchError
     from verl_deploy.runs.launch import launch
 
