@@ -93,7 +93,7 @@ class Variable:
 
 def derived_expressions(spec: RunSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     """variable -> (bash expression, variables it reads), for values the spec derives rather than holds."""
-    derived = {"MAX_TOKEN_LEN": ("$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))",
+    derived: dict[str, tuple[str, tuple[str, ...]]] = {"MAX_TOKEN_LEN": ("$((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH))",
                                  ("MAX_PROMPT_LENGTH", "MAX_RESPONSE_LENGTH"))}  # RunSpec.token_budget
     if spec.overlong_buffer_len is None:  # RunSpec.effective_overlong_buffer_len
         derived["OVERLONG_BUFFER_LEN"] = ("$((MAX_RESPONSE_LENGTH / 4 > 0 ? MAX_RESPONSE_LENGTH / 4 : 1))",
@@ -241,16 +241,16 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     derived = derived_expressions(spec)
     for knob, value in knob_settings(spec, states):
         var_name, group = VARIABLES.get(knob, (None, ""))
-        for key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
-            transformed = key.values is not None
-            mapped = key.value_for(value)
+        for profile_key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
+            transformed = profile_key.values is not None
+            mapped = profile_key.value_for(value)
             use_var = var_name if (var_name and not transformed) else None
             if use_var and use_var not in variables:
                 expr, reads = derived.get(use_var, (None, ()))
                 if expr and not all(name in variables for name in reads):
                     expr = None  # what it reads is not a variable here: the literal value
                 variables[use_var] = Variable(use_var, value, group, expr)
-            overrides.append(Override(key.path, mapped, "+" if key.plus else "", use_var, knob))
+            overrides.append(Override(profile_key.path, mapped, "+" if profile_key.plus else "", use_var, knob))
 
     replaced_by: dict[str, str] = {}  # knob -> the user key that replaced (or deleted) what it set
     last_text: dict[str, str] = {}  # user key -> its last --override (Hydra keeps the last)

@@ -151,7 +151,7 @@ def launch_command(
     if verify and chosen in ("local", "docker", "ray"):  # a scheduler's job runs elsewhere
         from verl_deploy.verify import findings_for, verify_on_ray, verify_plan
 
-        verified = (verify_on_ray(prepared.plan, ray_address) if chosen == "ray" else
+        verified = (verify_on_ray(prepared.plan, ray_address or "") if chosen == "ray" else  # _ray_options needs one
                     verify_plan(prepared.plan, container=spec.container if chosen == "docker" else None))
         rejected = [f for f in findings_for(verified, prepared.plan, required=False) if f.level == "error"]
         if rejected:
@@ -421,7 +421,8 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
               f"{t(spec.get('framework'))})")
     scheduler = record.current.handle.get("scheduler") if record.current else None
     if scheduler and record.state not in TERMINAL:
-        job = record.current.handle.get("job_id") or record.current.handle.get("rayjob") or ""
+        handle = record.current.handle if record.current else {}
+        job = handle.get("job_id") or handle.get("rayjob") or ""
         why = scheduler.get("reason") or scheduler.get("job_status")
         out.print(f"{t(scheduler.get('scheduler'))} job {t(job)}: {t(scheduler.get('state'))}" + (f" ({t(why)})" if why else ""))
     if record.total_steps:

@@ -82,7 +82,7 @@ class MemoryEstimate:
         return None if self.host_total_gb is None else self.host_gb_per_node <= self.host_total_gb * 0.9
 
     def to_dict(self) -> dict:
-        phases = {name: {"gb": round(self.phase_gb(name), 2),
+        phases: dict[str, dict] = {name: {"gb": round(self.phase_gb(name), 2),
                          "terms": {k: {"gb": round(v.gb, 2), "formula": v.formula} for k, v in terms.items()}}
                   for name, terms in self.phases.items()}
         phases["rollout"]["terms"]["kv_cache_left"] = {"gb": round(self.kv_left.gb, 2), "formula": self.kv_left.formula}

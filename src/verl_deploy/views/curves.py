@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from verl_deploy.views.history import Mark, Series
 from verl_deploy.views.safe_text import neutralise
@@ -18,7 +19,7 @@ from verl_deploy.views.safe_text import neutralise
 MAX_PER_FIGURE = 12
 COLUMNS = 3
 # (group id, title, does a key belong to it): the first group that claims a key gets it.
-GROUPS: tuple[tuple[str, str, object], ...] = (
+GROUPS: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
     ("validation", "Validation", lambda k: k.startswith(("val-core/", "val-aux/", "val/"))),
     ("reward", "Reward and score", lambda k: k.startswith(("critic/score/", "critic/rewards/", "critic/acc"))
      or re.search(r"(?:^|/)acc(?:/|$)", k) is not None),

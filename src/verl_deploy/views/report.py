@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verl_deploy.boundedread import MAX_PLAN_BYTES, UnreadableFile, read_bytes, read_json
 from verl_deploy.views.history import RunHistory, read_logs
@@ -36,7 +37,7 @@ class Source:
 
     title: str
     logs: list[tuple[int, str, str, int | None]]  # (attempt, log, reason, resumed from)
-    record: object | None = None
+    record: Any = None
     config_rows: list[tuple[str, str]] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     verl_config: str | None = None

@@ -68,7 +68,7 @@ def as_record(event: object) -> dict:
     """One JSON-able object per event: {"event": kind, ...fields}."""
     kinds = {Progress: "progress", Metrics: "metrics", SwanLabLink: "swanlab", CheckpointSaved: "checkpoint",
              Resumed: "resumed", TotalSteps: "total_steps", FailureSeen: "failure", Stalled: "stalled"}
-    record = {"event": kinds.get(type(event), type(event).__name__)}
+    record: dict = {"event": kinds.get(type(event), type(event).__name__)}
     record.update({key: value for key, value in vars(event).items()})
     if isinstance(event, Metrics):
         record["values"] = {k: (v if v == v and abs(v) != float("inf") else str(v)) for k, v in event.values.items()}
