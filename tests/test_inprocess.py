@@ -22,7 +22,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("args", CASES, ids=lambda a: " ".join(a)[:40])
+@pytest.mark.parametrize("args", CASES, ids=["plan", "plan-json", "refusal", "features-mask", "diagnose-json", "diagnose",
+                                             "unknown-command"])
 def test_in_process_is_what_the_entry_point_gives(args, tmp_path):
     inside = run_cli(*args, cwd=tmp_path)
     outside = run_cli(*args, cwd=tmp_path, subprocess_only=True)
