@@ -76,8 +76,34 @@ exit 0
 """
 
 
-def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: Path | None = None):
-    """Run the real `verl-deploy` in a subprocess, as a user would."""
+# Commands that stay in a subprocess: the supervisor installs signal handlers for the process it runs in; launch,
+# status and logs may start a supervisor, which must be the child of a process that exits (init reaps it), not of
+# the test process (where it would linger as a zombie that still "exists" for kill(pid, 0)).
+SUBPROCESS_COMMANDS = {"_supervise", "launch", "status", "logs"}
+
+
+def _imports_nothing(pythonpath: str) -> bool:
+    """PYTHONPATH entries holding only package metadata (the fake Ascend host's torch_npu): what the CLI's own
+    process imports is the same with or without them, so the command can run in-process."""
+    for entry in filter(None, pythonpath.split(os.pathsep)):
+        folder = Path(entry)
+        if folder.is_dir() and any(not child.name.endswith(".dist-info") for child in folder.iterdir()):
+            return False
+    return True
+
+
+def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: Path | None = None,
+            subprocess_only: bool = False):
+    """Run the real `verl-deploy` as a user would: in this process through the app's `main` path (tests/inprocess.py),
+    or in a subprocess for the installed entry point (subprocess_only, VERL_DEPLOY_TESTS_SUBPROCESS=1, a command
+    that owns its process, a PYTHONPATH that changes what the CLI imports)."""
+    overrides = dict(env or {})
+    if not (subprocess_only or os.environ.get("VERL_DEPLOY_TESTS_SUBPROCESS") == "1"
+            or (args and args[0] in SUBPROCESS_COMMANDS) or not _imports_nothing(overrides.get("PYTHONPATH", ""))):
+        from inprocess import run_in_process
+
+        overrides.setdefault("COLUMNS", os.environ.get("COLUMNS", "200"))
+        return run_in_process(list(args), overrides, input, cwd)
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env.setdefault("COLUMNS", "200")
@@ -224,3 +250,36 @@ def webhook_server():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, received, f"json://127.0.0.1:{server.server_address[1]}/hook"
+
+
+# -- tiers and parallel runs (pytest-xdist, `-n` in pyproject's addopts) ----------------------------
+# A tier is a mark (`-m "not docker"` leaves it out); a test file whose fixtures start one service for many
+# tests (a module- or session-scoped cluster, the session's Docker engine) is one xdist group, so one worker
+# owns that service and starts it once. Grouped tests are sent first: they are the long, serial part.
+TIERS = {
+    "test_docker_real.py": ("docker",), "test_script_failures_docker.py": ("docker",),
+    "test_slurm.py": ("slurm", "ray"), "test_slurm_names.py": ("slurm", "ray"),
+    "test_ray.py": ("ray",), "test_ray_nodes.py": ("ray",), "test_ray_ownership.py": ("ray",),
+    "test_release_detection.py": ("realverl",), "test_rule_inventory.py": ("realverl",),
+    "test_runtime_rules.py": ("realverl",), "test_verify.py": ("realverl",), "test_verify_env.py": ("realverl",),
+    "test_verl_accepts.py": ("realverl",),
+}
+GROUPS = {
+    "test_docker_real.py": "docker", "test_script_failures_docker.py": "docker",  # one dockerd per session
+    "test_slurm.py": "slurm", "test_slurm_names.py": "slurm",  # slurmctld + slurmd of this host, one at a time
+    "test_ray.py": "test_ray.py",  # its module-scoped Ray heads
+}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        for tier in TIERS.get(name, ()):
+            item.add_marker(getattr(pytest.mark, tier))
+        group = "docker" if "docker_engine" in getattr(item, "fixturenames", ()) else GROUPS.get(name)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+            if "docker_engine" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.docker)
+    items.sort(key=lambda item: 0 if item.get_closest_marker("xdist_group") else 1)  # stable: file order kept

@@ -102,9 +102,17 @@ def start_engine() -> Engine:
 
 def rootfs_tarball() -> Path:
     """The minimal Debian root file system as a tarball, built once per machine with debootstrap."""
+    from filelock import FileLock
+
     tarball = cache_dir() / f"debian-{SUITE}-minbase-py3.tar"
     if tarball.exists():
         return tarball
+    tarball.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(tarball.with_suffix(".lock"))):  # another test session may be building it right now
+        return tarball if tarball.exists() else _build_rootfs(tarball)
+
+
+def _build_rootfs(tarball: Path) -> Path:
     if not shutil.which("debootstrap"):
         raise Unavailable("debootstrap not installed and no cached test image (apt-get install debootstrap)")
     tarball.parent.mkdir(parents=True, exist_ok=True)

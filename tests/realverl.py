@@ -36,8 +36,12 @@ def why_not(version: str) -> str:
 def verl_site(version: str) -> Path | None:
     """The directory holding verl==version and its light imports, installed once (by the product's own
     `verify-env` builder); None if it cannot be."""
+    from filelock import FileLock
+
+    cache_root().mkdir(parents=True, exist_ok=True)
     try:
-        return localenv.build(version, where=cache_root()).site
+        with FileLock(str(cache_root() / f".verl-{version}.lock")):  # parallel workers: one installs, the rest wait
+            return localenv.build(version, where=cache_root()).site
     except localenv.EnvProblem as exc:
         _why_not[version] = f"{exc} ({exc.fix})"
         return None

@@ -170,7 +170,7 @@ def test_launch_killed_at_a_random_point_ends_in_a_true_record(trainer, seed):
 
 def test_killed_supervisor_and_a_removed_log_never_make_a_false_success(trainer):
     run = json.loads(launch(trainer, "--json", env={"STANDIN_FAIL": "quit_early", "STANDIN_FAIL_STEP": "5",
-                                                     "STANDIN_STEP_SECONDS": "0.3"}).stdout)
+                                                     "STANDIN_STEP_SECONDS": "1.0"}).stdout)
     wait_for(trainer, run["id"], lambda d: d["step"] >= 2)
     os.kill(record_of(run)["supervisor_pid"], signal.SIGKILL)
     Path(run["log"]).unlink()  # the trainer goes on writing into the removed file; nobody can read it

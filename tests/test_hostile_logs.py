@@ -102,7 +102,7 @@ def _wait_record(run: dict, predicate, timeout: float = 30) -> dict:
 def test_a_supervisor_that_dies_is_recorded_noticed_and_replaced(trainer):
     server, received, url = _hook()
     try:
-        run = json.loads(launch(trainer, "--json", "--notify", url, env={"STANDIN_STEP_SECONDS": "0.5"}).stdout)
+        run = json.loads(launch(trainer, "--json", "--notify", url, env={"STANDIN_STEP_SECONDS": "3"}).stdout)
         wait_for(trainer, run["id"], lambda d: d["step"] >= 1)
         first = _record(run)["supervisor_pid"]
         os.kill(first, signal.SIGTERM)  # terminated: it records its own death
@@ -126,7 +126,7 @@ def test_a_supervisor_that_dies_is_recorded_noticed_and_replaced(trainer):
 
 def test_a_restarted_supervisor_resumes_past_the_line_its_predecessor_died_on(trainer):
     """As a supervisor that died reading a line leaves the record: the next one skips that line, counted."""
-    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.3"}).stdout)
+    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "1.2"}).stdout)
     wait_for(trainer, run["id"], lambda d: d["step"] >= 2)
     record = _record(run)
     os.kill(record["supervisor_pid"], signal.SIGKILL)

@@ -123,7 +123,7 @@ def test_kv_cache_oom_lowers_gpu_memory_utilization(trainer):
 
 
 def test_killing_the_supervisor_does_not_stop_the_training_and_status_reattaches(trainer):
-    result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.4"})
+    result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "1.2"})
     run = json.loads(result.stdout)
     record = json.loads((Path(run["directory"]) / "run.json").read_text())
     supervisor, training = record["supervisor_pid"], record["attempts"][0]["handle"]["pid"]
@@ -217,7 +217,7 @@ def test_stop_never_signals_a_process_that_took_the_recorded_pid(trainer):
     (pid reuse cannot be forced: the record is pointed at one). `stop` leaves that process alive and says why."""
     from verl_deploy.backends.base import _group_alive, process_identity, stop_group, stranger
 
-    result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.4"})
+    result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "1.2"})
     run = json.loads(result.stdout)
     path = Path(run["directory"]) / "run.json"
     wait_for(trainer, run["id"], lambda d: d["step"] >= 1)

@@ -111,6 +111,7 @@ def test_a_verl_log_gives_a_plot_per_metric_and_a_page_with_failure_and_configur
     assert "http" not in loads.replace("https://swanlab.cn/@rl-team/verl-dapo/runs/x1y2z3", "")
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(chromium() is None, reason="no chromium here (apt-get install chromium; tests/install-services.sh installs it)")
 def test_the_page_loads_in_a_real_browser_without_errors_and_every_plot_renders(tmp_path):
     written = report(str(verl_log(tmp_path / "train.log")), "--output", str(tmp_path / "out"))

@@ -33,7 +33,7 @@ def resolve(words: list[str]) -> tuple[Any, list[str], str]:
     command: Any = typer.main.get_command(app)
     path = []
     while hasattr(command, "commands") and words and not words[0].startswith("-"):
-        sub = command.commands.get(words[0])  # type: ignore[attr-defined]
+        sub = command.get_command(None, words[0])  # the root group loads a command's module when asked
         if sub is None:
             break
         path.append(words.pop(0))
@@ -64,7 +64,8 @@ def test_every_command_line_in_the_skill_is_accepted_by_the_cli():
         if words and words[0] in ("--install-completion", "--version"):
             continue
         if line.startswith("..."):  # "verl-deploy ... --flag": any command that builds a run
-            every = set().union(*(flags_of(c) for c in typer.main.get_command(app).commands.values()))  # type: ignore[attr-defined]
+            root: Any = typer.main.get_command(app)
+            every = set().union(*(flags_of(root.get_command(None, name)) for name in root.list_commands(None)))
             problems += [f"`verl-deploy {line}`: no command has {w}" for w in words
                          if w.startswith("--") and w.split("=")[0] not in every]
             continue

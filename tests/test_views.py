@@ -84,7 +84,7 @@ def test_launch_follow_off_a_terminal_prints_events_and_the_retries(trainer):
 
 
 def test_a_stopped_run_shows_no_eta(trainer):
-    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "0.5"}).stdout)
+    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "1.5"}).stdout)
     wait_for(trainer, run["id"], lambda d: d["step"] >= 2 and d["eta_seconds"])
     assert run_cli("stop", run["id"], env=trainer["env"]).returncode == 0
     assert status(trainer, run["id"])["eta_seconds"] is None

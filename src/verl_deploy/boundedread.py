@@ -106,7 +106,8 @@ def parse_json(raw: bytes | str, label: str) -> Any:
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+        lineno = getattr(exc, "lineno", None)
+        where = f" at line {lineno}" if lineno else ""
         raise UnreadableFile(f"{label} is truncated or not JSON{where}") from None
     except RecursionError:
         raise UnreadableFile(f"{label} is damaged: JSON nested too deep to read") from None

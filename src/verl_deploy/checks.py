@@ -63,7 +63,8 @@ def read_model_facts(model_path: str) -> Facts:
         return Facts(model_config_error=f"{config}: {exc.strerror or exc}")
     if not isinstance(data, dict):
         return Facts(model_config_error=f"{config}: not a JSON object")
-    rope = data.get("rope_scaling") if isinstance(data.get("rope_scaling"), dict) else {}
+    raw_rope = data.get("rope_scaling")
+    rope = raw_rope if isinstance(raw_rope, dict) else {}
     factor = rope.get("factor") if isinstance(rope.get("factor"), (int, float)) else None
     return Facts(
         num_layers=_int_field(data, "num_hidden_layers"),
@@ -90,8 +91,7 @@ def _states(spec: RunSpec) -> dict[str, feature_registry.FeatureState]:
 
 def check_devices(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
-    seen: set[int] = set()
-    duplicates = sorted({d for d in spec.devices if d in seen or seen.add(d)})
+    duplicates = sorted({d for d in spec.devices if spec.devices.count(d) > 1})
     if duplicates:
         found.append(error("devices", f"device ids repeat: {duplicates}", "list each device id once"))
     limit = MAX_DEVICES_PER_NODE[spec.device]
@@ -245,7 +245,7 @@ def check_dapo_options(spec: RunSpec, facts: Facts) -> list[Finding]:
 def check_features(spec: RunSpec, facts: Facts) -> list[Finding]:
     states, found = _resolve_features(spec)
     if states["vpp"].on:
-        vpp = int(feature_registry.BY_NAME["vpp"].on["vpp_size"])
+        vpp = int(str(feature_registry.BY_NAME["vpp"].on["vpp_size"]))
         if spec.train_pp < 2:  # megatron-core: interleaved schedule needs PP > 1
             found.append(error("features", f"vpp needs pipeline parallel >= 2 (PP is {spec.train_pp})",
                                "raise --train-pp to 2 or more, or turn vpp off (mask bit 6)"))

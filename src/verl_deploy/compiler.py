@@ -295,16 +295,16 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
     derived = derived_expressions(spec)
     for knob, value in knob_settings(spec, states):
         var_name, group = VARIABLES.get(knob, (None, ""))
-        for verl_key in profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec)):
-            transformed = verl_key.values is not None
-            mapped = verl_key.value_for(value)
+        for profile_key in profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec)):
+            transformed = profile_key.values is not None
+            mapped = profile_key.value_for(value)
             use_var = var_name if (var_name and not transformed) else None
             if use_var and use_var not in variables:
                 expr, reads = derived.get(use_var, (None, ()))
                 if expr and not all(name in variables for name in reads):
                     expr = None  # what it reads is not a variable here: the literal value
                 variables[use_var] = Variable(use_var, value, group, expr)
-            overrides.append(Override(verl_key.path, mapped, "+" if verl_key.plus else "", use_var, knob))
+            overrides.append(Override(profile_key.path, mapped, "+" if profile_key.plus else "", use_var, knob))
 
     replaced_by: dict[str, str] = {}  # knob -> the user key that replaced (or deleted) what it set
     last_text: dict[str, str] = {}  # user key -> its last --override (Hydra keeps the last)

@@ -210,8 +210,8 @@ def resolve(
 
     for names, why in ((estimate_features, "estimate"), (oom_features, "oom")):
         for name in names:
-            feature = BY_NAME.get(name)
-            if feature and feature.applies_to(framework, device) and not states[name].on:
+            wanted = BY_NAME.get(name)
+            if wanted and wanted.applies_to(framework, device) and not states[name].on:
                 states[name] = FeatureState(name, True, why)
 
     swap = states.get("swap_optimizer")

@@ -1,7 +1,8 @@
 """The `verl-deploy` command line: a thin layer over the pipeline modules.
 
-Each subcommand lives in its own module and imports heavy libraries only when it runs,
-so `verl-deploy --help` stays quick.
+Each subcommand lives in its own module, imported only when that subcommand runs (cli/lazy_group.py),
+so `verl-deploy --help` stays quick. A new subcommand: one line in COMMANDS below (or, eagerly, one
+import line at the end of this file).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ def _hide_flag_metavar() -> None:
 
 _hide_flag_metavar()
 
-from verl_deploy.cli.usage_errors import OneLineErrorGroup  # noqa: E402
+from verl_deploy.cli.lazy_group import LazyCommand, LazyCommandGroup  # noqa: E402
 
 app = typer.Typer(
     name="verl-deploy",
-    cls=OneLineErrorGroup,
+    cls=LazyCommandGroup,
     help=(
         "From a bare Ascend NPU or NVIDIA GPU host to a running, watched verl DAPO training.\n\n"
         "Start with `verl-deploy plan` (the built-in example: Qwen3-8B, DAPO, Megatron, 8 NPUs, verl 0.7.0), "
@@ -60,16 +61,51 @@ def _root(version: bool = typer.Option(False, "--version", "-V", is_eager=True, 
     """From a bare Ascend NPU or NVIDIA GPU host to a running, watched verl DAPO training."""
 
 
-# imported in the order a user meets them: that is the order `--help` lists them
-from verl_deploy.cli import check_cmd, init_cmd, plan_cmd, generate_cmd, run_cmds  # noqa: E402,F401,I001
-from verl_deploy.cli import report_cmd, evidence_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import diagnose_cmd, features_cmd, container_cmd, swanlab_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import verify_env_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import bundle_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import clean_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import import_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import migrate_cmd  # noqa: E402,F401,I001
-from verl_deploy.cli import resume_cmd  # noqa: E402,F401,I001
+def _in(module: str, help: str, hidden: bool = False) -> LazyCommand:
+    return LazyCommand(f"verl_deploy.cli.{module}", help, hidden)
+
+
+# in the order a user meets them: that is the order `--help` lists them; each help is the first line of the
+# command's docstring (tests/test_lazy_commands.py holds them equal)
+COMMANDS: dict[str, LazyCommand] = {
+    "check": _in("check_cmd", "Probe the host (or the run's container) and say whether the training can run here."),
+    "init": _in("init_cmd", "Ask the questions of the seeds' rounds, prefilled with what was detected, and write a "
+                "config file."),
+    "plan": _in("plan_cmd", "Show the resolved configuration with sources, the findings and the verl command."),
+    "generate": _in("generate_cmd", "Write the two scripts (start_verl.sh -> run_training.sh) and plan.json for this "
+                    "run."),
+    "launch": _in("run_cmds", "Check, confirm, and start the training detached; a supervisor watches and recovers it."),
+    "runs": _in("run_cmds", "List the runs this host launched, newest first (a damaged record is listed as such, the "
+                "others still shown)."),
+    "status": _in("run_cmds", "State, step N/M with ETA, last metrics, SwanLab link, attempts, and commands to look by "
+                  "hand."),
+    "logs": _in("run_cmds", "The training log of a run (the current attempt unless --attempt)."),
+    "stop": _in("run_cmds", "Stop the training and the Ray session this tool started for it; checkpoints are kept."),
+    "resume": _in("resume_cmd", "Resume a failed or stopped run from its newest complete checkpoint, "
+                  "as a new attempt of the same record."),
+    "_supervise": _in("run_cmds", "", hidden=True),
+    "report": _in("report_cmd", "A self-contained HTML report with PNG plots of every metric, for a run or any verl "
+                  "log."),
+    "evidence": _in("evidence_cmd", "Collect what a hang needs (stack dumps, devices, log tails) without touching the "
+                    "run."),
+    "diagnose": _in("diagnose_cmd", "Read a verl log and say what happened: progress, metrics, SwanLab link, and the "
+                    "root cause of a failure with its fix."),
+    "bundle": _in("bundle_cmd", "One .tar.gz for a verl issue: plan, scripts, record, failure, log "
+                  "errors, check, versions; secrets redacted."),
+    "clean": _in("clean_cmd", "After a crash: end what the run left behind on every node (its Ray, "
+                 "vLLM/SGLang servers, device holders)."),
+    "features": _in("features_cmd", "List the features, or decode a feature mask."),
+    "verify-env": _in("verify_env_cmd", "Build (once) a local environment where verl's own validation runs on a CPU "
+                      "box."),
+    "import": _in("import_cmd", "Read a verl launch script (without running it) and write the config "
+                  "that launches the same run."),
+    "migrate": _in("migrate_cmd", "Move a config to another verl release: moved keys mapped, removed "
+                   "ones named, the result checked."),
+    "container": _in("container_cmd", "Training containers: create one with the NPU/GPU devices and driver mounts."),
+    "swanlab": _in("swanlab_cmd", "SwanLab: log in where the training runs (the key never on a command line)."),
+}
+LazyCommandGroup.table = COMMANDS
+LazyCommandGroup.typer_app = app
 
 
 def main() -> None:

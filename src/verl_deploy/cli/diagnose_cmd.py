@@ -121,7 +121,8 @@ def diagnose_command(
         raise refuse(error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
                            "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)"))
     if logfile == "-":
-        reader, source = StreamReader(sys.stdin.buffer), "<stdin>"
+        reader: StreamReader | LogFollower = StreamReader(sys.stdin.buffer)
+        source = "<stdin>"
     else:
         problem = None
         try:
@@ -146,11 +147,10 @@ def diagnose_command(
         if json_output:
             _emit_line(json.dumps(as_record(event), default=str))
             return
-        step = getattr(event, "step", None)
         if isinstance(event, (Metrics, Progress)):
-            if isinstance(event, Progress) and step <= live["printed_step"]:
+            if isinstance(event, Progress) and event.step <= live["printed_step"]:
                 return  # the metrics line of this step was already printed
-            live["printed_step"] = max(live["printed_step"], step)
+            live["printed_step"] = max(live["printed_step"], event.step)
         _emit_line(describe(event, scanner.state.total_steps))
 
     scanner = LogScanner(eager=follow, on_event=on_event)

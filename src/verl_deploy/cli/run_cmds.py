@@ -328,7 +328,8 @@ def status_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
               f"{t(spec.get('framework'))})")
     scheduler = record.current.handle.get("scheduler") if record.current else None
     if scheduler and record.state not in TERMINAL:
-        job = record.current.handle.get("job_id") or record.current.handle.get("rayjob") or ""
+        handle = record.current.handle if record.current else {}
+        job = handle.get("job_id") or handle.get("rayjob") or ""
         why = scheduler.get("reason") or scheduler.get("job_status")
         out.print(f"{t(scheduler.get('scheduler'))} job {t(job)}: {t(scheduler.get('state'))}" + (f" ({t(why)})" if why else ""))
     if record.total_steps:

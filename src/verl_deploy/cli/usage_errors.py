@@ -15,7 +15,7 @@ from typer import core as typer_core
 from typer.core import TyperGroup
 
 # Typer 0.2x parses with its own copy of click (`typer._click`); older Typer uses click itself
-_parser = getattr(typer_core, "_click", None)
+_parser: Any = getattr(typer_core, "_click", None)
 if _parser is None:  # pragma: no cover - older Typer
     import click as _parser
 _errors = _parser.exceptions
@@ -28,7 +28,7 @@ def as_finding(error: Any):
 
     message = " ".join(error.format_message().split())
     command = error.ctx.command_path if error.ctx is not None else "verl-deploy"
-    param = getattr(error, "param", None)
+    param: Any = getattr(error, "param", None)
     field = (param.opts[0] if getattr(param, "opts", None) else getattr(param, "name", None)) \
         or (error.ctx.info_name if error.ctx is not None else None) or "verl-deploy"
     return error_finding(field, message, f"see `{command} -h` for what it takes", area="arguments")
@@ -76,7 +76,7 @@ def _json_backstop(code: Any, stdout: _CountingStdout) -> None:
 class OneLineErrorGroup(TyperGroup):
     """The root command: parses as Typer does, reports a usage error in one line."""
 
-    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)

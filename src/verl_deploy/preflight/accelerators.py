@@ -69,7 +69,7 @@ def probe_accelerators(context: Context) -> Area:
             found[kind] = table
         elif problem:
             problems[kind] = problem
-    kind = wanted or next(iter(found), None)
+    kind = wanted or next(iter(found), "")
     table = found.get(kind) if kind else None
     where = context.runner.where
     if table is None:

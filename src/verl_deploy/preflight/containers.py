@@ -95,7 +95,7 @@ def probe_docker(context: Context) -> Area:
 
 
 def _judge_container(area: Area, context: Context) -> None:
-    spec, name = context.spec, context.spec.container
+    spec, name = context.spec, context.spec.container or ""  # called only when a container is named
     inspected = context.host.run(["docker", "inspect", "--", name])
     try:
         details = json.loads(inspected.stdout)[0] if inspected.ok else None

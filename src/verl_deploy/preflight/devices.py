@@ -134,8 +134,8 @@ def _assign_ids(devices: list[Accelerator]) -> None:
     """Single-chip NPUs: the NPU id. Multi-chip without Phy-ID: npu x chips + chip (what verl computes)."""
     chips_per_npu = max((sum(1 for d in devices if d.npu == npu) for npu in {d.npu for d in devices}), default=1)
     for device in devices:
-        if device.id < 0:
-            device.id = device.npu if chips_per_npu == 1 else device.npu * chips_per_npu + device.chip
+        if device.id < 0 and device.npu is not None:
+            device.id = device.npu if chips_per_npu == 1 else device.npu * chips_per_npu + (device.chip or 0)
 
 
 def _process_row(cells: list[str], by_chip: dict[tuple[int, int], Accelerator], table: DeviceTable) -> None:

@@ -27,7 +27,8 @@ def walk(roots: list[str], wanted, *, depth: int = MAX_DEPTH, limit: int = MAX_D
     """
     deadline = time.monotonic() + seconds
     queue = [(root, 0) for root in roots if os.path.isdir(root)]
-    found, visited = [], 0
+    found: list[str] = []
+    visited = 0
     while queue:
         if visited >= limit or time.monotonic() > deadline:
             return found, False

@@ -22,8 +22,9 @@ def parse_ray_status(text: str) -> dict:
         if stripped.endswith(":") and not stripped.startswith("("):
             section = stripped[:-1].lower()
             continue
-        if section in ("active", "healthy", "idle") and NODE.match(line):
-            nodes += int(NODE.match(line).group(1))
+        node = NODE.match(line)
+        if section in ("active", "healthy", "idle") and node:
+            nodes += int(node.group(1))
         elif section in ("usage", "total usage"):
             match = RESOURCE.match(line)
             if match:
@@ -41,7 +42,7 @@ def _number(text: str) -> float | str:
 
 def listeners(port: int) -> list[str]:
     """Processes listening on a TCP port of this host ("name (pid N)")."""
-    found = []
+    found: list[str] = []
     try:
         connections = psutil.net_connections(kind="tcp")
     except (psutil.AccessDenied, OSError):

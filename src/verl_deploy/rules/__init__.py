@@ -193,9 +193,9 @@ def run_rules(plan: Plan, facts) -> list[Finding]:
         except Exception as exc:  # a fault in a rule must not stop plan: say which check did not run
             found.append(warning("overrides", f"the {rule.name} check could not run on these values "
                                  f"({type(exc).__name__}: {exc})", "check the --override values it reads"))
-    for exc in wrong.values():
-        found.append(error("overrides", f"{exc.key}={exc.value!r} is not {exc.expected}, and verl reads it as one",
-                           f"give {exc.key} {exc.expected} in --override"))
+    for bad in wrong.values():
+        found.append(error("overrides", f"{bad.key}={bad.value!r} is not {bad.expected}, and verl reads it as one",
+                           f"give {bad.key} {bad.expected} in --override"))
     if facts.num_attention_heads is None and not facts.model_config_error:
         found.append(info("model_path", "the model's config.json is not readable here, so TP/PP/EP against its "
                           "heads, layers and experts and the context window were not checked",

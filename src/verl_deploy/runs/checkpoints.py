@@ -115,7 +115,7 @@ def resume_point(ckpts_dir: str | Path, framework: str) -> ResumePoint:
         steps = sorted((int(m.group(1)) for m in (STEP_DIR.match(n) for n in os.listdir(base)) if m), reverse=True)
     except OSError:
         steps = []
-    skipped = []
+    skipped: list[tuple[int, str]] = []
     for step in [tracked, *[s for s in steps if s < tracked]]:
         folder = base / f"global_step_{step}"
         problem = missing(folder, framework)

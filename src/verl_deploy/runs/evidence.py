@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -194,7 +194,7 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
 
     pool = ThreadPoolExecutor(max_workers=6)
     try:
-        futures = []
+        futures: list[Future] = []  # stack dumps, then the other collections
         if record.backend == "ray":
             problems.append("a Ray job on a cluster: no stack dumps from here; take them from the dashboard (Jobs -> "
                             "the job's actors -> Stack Trace) or `py-spy dump --nonblocking` / `ray stack` on each node")

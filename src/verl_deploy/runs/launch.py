@@ -77,5 +77,6 @@ def verify_started(record: RunRecord, timeout: float) -> RunRecord:
         if current.state in TERMINAL or (log and log.is_file() and log.stat().st_size > 0):
             return current
         time.sleep(0.1)
-    raise LaunchError(f"the training did not write to {record.current.log} within {timeout:g} s; "
+    log_path = record.current.log if record.current else "its log"
+    raise LaunchError(f"the training did not write to {log_path} within {timeout:g} s; "
                       f"see `verl-deploy logs {record.id}` and `verl-deploy status {record.id}`")

@@ -29,7 +29,7 @@ SCHEDULED_DEVICE_VARS = {"ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}  #
 def container_env(plan: Plan, options: SchedulerOptions) -> list[dict]:
     from verl_deploy.render import swanlab_env
 
-    env = [{"name": k, "value": str(v)} for k, v in plan.env if k not in SCHEDULED_DEVICE_VARS]
+    env: list[dict] = [{"name": k, "value": str(v)} for k, v in plan.env if k not in SCHEDULED_DEVICE_VARS]
     env += [{"name": k, "value": str(v)} for k, v in swanlab_env(plan) if v is not None]
     if plan.spec.swanlab_on:
         env.append({"name": "SWANLAB_API_KEY", "valueFrom": {"secretKeyRef": {

@@ -15,13 +15,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from verl_deploy.views.history import Mark, Series
 from verl_deploy.views.safe_text import neutralise
 from verl_deploy.views.units import axis_label
 
 # (group id, title, does a key belong to it): the first group that claims a key gets it.
-GROUPS: tuple[tuple[str, str, object], ...] = (
+GROUPS: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
     ("validation", "Validation", lambda k: k.startswith(("val-core/", "val-aux/", "val/"))),
     ("reward", "Reward and score", lambda k: k.startswith(("critic/score/", "critic/rewards/", "critic/acc"))
      or re.search(r"(?:^|/)acc(?:/|$)", k) is not None),

@@ -91,8 +91,8 @@ def read_devices(record) -> DeviceReading:
         if problem:
             return DeviceReading([], problem, time.time())
         table = parse_nvidia_csv(result.stdout)
-        usage = _gpu_utilization(result.stdout)
-        rows = [DeviceRow(d.id, d.name, d.hbm_used_mb, d.hbm_total_mb, usage.get(d.id)) for d in table.devices]
+        utilization = _gpu_utilization(result.stdout)
+        rows = [DeviceRow(d.id, d.name, d.hbm_used_mb, d.hbm_total_mb, utilization.get(d.id)) for d in table.devices]
     if wanted:
         rows = [r for r in rows if r.id in wanted] or rows
     return DeviceReading(rows, None if rows else "the tool listed no device", time.time())

@@ -11,7 +11,7 @@ import os
 import select
 import sys
 import time
-from typing import Callable
+from typing import Any, Callable, overload
 
 from rich.console import Console, Group
 from rich.markup import escape
@@ -49,6 +49,12 @@ def sparkline(values: list[float]) -> str:
     low, high = min(values), max(values)
     span = (high - low) or 1.0
     return "".join(BLOCKS[min(len(BLOCKS) - 1, int((v - low) / span * (len(BLOCKS) - 1) + 0.5))] for v in values)
+
+
+@overload
+def load_record(run_id: str, previous: RunRecord) -> RunRecord: ...
+@overload
+def load_record(run_id: str, previous: None) -> RunRecord | None: ...
 
 
 def load_record(run_id: str, previous: RunRecord | None) -> RunRecord | None:
@@ -260,7 +266,7 @@ class _Keys:
 
     def __init__(self) -> None:
         self.fd = sys.stdin.fileno() if sys.stdin and sys.stdin.isatty() else None
-        self.saved = None
+        self.saved: Any = None  # termios attributes while in cbreak
 
     def __enter__(self) -> "_Keys":
         if self.fd is not None:
@@ -272,7 +278,7 @@ class _Keys:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.saved is not None:
+        if self.saved is not None and self.fd is not None:
             import termios
 
             termios.tcsetattr(self.fd, termios.TCSADRAIN, self.saved)

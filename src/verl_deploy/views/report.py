@@ -15,6 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verl_deploy.boundedread import MAX_PLAN_BYTES, UnreadableFile, read_bytes, read_json
 from verl_deploy.views.history import RunHistory, read_logs
@@ -35,7 +36,7 @@ class Source:
 
     title: str
     logs: list[tuple[int, str, str, int | None]]  # (attempt, log, reason, resumed from)
-    record: object | None = None
+    record: Any = None
     config_rows: list[tuple[str, str]] = field(default_factory=list)  # raw spec rows (a record plan cannot read)
     config_sections: list[tuple[str, list[tuple[str, str, str]]]] = field(default_factory=list)  # as `plan` shows
     overrides: list[str] = field(default_factory=list)

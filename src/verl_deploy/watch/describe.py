@@ -95,7 +95,7 @@ def as_record(event: object) -> dict:
     kinds = {Progress: "progress", Metrics: "metrics", SwanLabLink: "swanlab", CheckpointSaved: "checkpoint",
              Resumed: "resumed", TotalSteps: "total_steps",
              FinalValidation: "final_validation", TrackerLink: "tracker_link", FailureSeen: "failure", Stalled: "stalled"}
-    record: dict[str, object] = {"event": kinds.get(type(event), type(event).__name__)}
+    record: dict = {"event": kinds.get(type(event), type(event).__name__)}
     record.update({key: value for key, value in vars(event).items()})
     if isinstance(event, (Metrics, FinalValidation)):
         record["values"] = {k: (v if v == v and abs(v) != float("inf") else str(v)) for k, v in event.values.items()}

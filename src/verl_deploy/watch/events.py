@@ -183,9 +183,9 @@ def parse_segment(text: str) -> list[Event]:
     if progress:
         return [progress]
     for pattern, build in LINE_EVENTS:
-        match = pattern.search(text)
-        if match:
-            return [build(match)]
+        found = pattern.search(text)
+        if found:
+            return [build(found)]
     return []
 
 

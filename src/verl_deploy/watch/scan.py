@@ -360,7 +360,7 @@ class LogScanner:
         for failure in self.table.trend_classes():
             check = checks.get(failure.trend)
             seen = check(self.state) if check else None
-            if seen:
+            if seen and failure.trend_signature is not None:  # a trend class always has one
                 self._hit(number, seen, failure, failure.trend_signature)
 
     def _hit(self, number: int, text: str, failure: FailureClass, signature: Signature) -> None:

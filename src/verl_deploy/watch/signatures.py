@@ -11,6 +11,7 @@ import functools
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import yaml
 
@@ -68,12 +69,12 @@ class SignatureTable:
     phases: tuple[Phase, ...]
     benign: re.Pattern
     phase_context: re.Pattern
-    any_failure: object  # one compiled alternation (RE2 or re), to reject most lines with one search
+    any_failure: Any  # one compiled alternation (RE2 or re), to reject most lines with one search
     # RE2::Set of every signature pattern: one pass over a line says which of them match, so a
     # failure-dense log costs one automaton run per line instead of one search per signature
-    signature_set: object = None
+    signature_set: Any = None
     set_index: tuple[tuple[int, int], ...] = ()  # set pattern number -> (class number, signature number)
-    phase_set: object = None  # the same for the phases: pattern number = phase number
+    phase_set: Any = None  # the same for the phases: pattern number = phase number
 
     def failure_class(self, class_id: str) -> FailureClass:
         return next(c for c in self.classes if c.id == class_id)
