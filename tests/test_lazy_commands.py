@@ -84,5 +84,5 @@ def test_an_unknown_command_is_still_one_line_with_the_near_names():
     result = run_cli("lanch")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "error: verl-deploy: No such command 'lanch'. Did you mean 'launch', 'plan'? — fix: see `verl-deploy -h` "
+        "error: verl-deploy: No such command 'lanch'. Did you mean 'launch', 'plan', 'clean'? — fix: see `verl-deploy -h` "
         "for what it takes"]

@@ -75,7 +75,8 @@ def _environ_has(pid: int, entry: bytes) -> bool:
 
 def _protected() -> set[int]:
     """This process and its ancestors: never ours to end (a `clean` run from inside the training's shell)."""
-    keep, process = set(), psutil.Process()
+    keep: set[int] = set()
+    process: psutil.Process | None = psutil.Process()
     while process is not None:
         keep.add(process.pid)
         try:

@@ -84,7 +84,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "resume": _in("resume_cmd", "Resume a failed or stopped run from its newest complete checkpoint, "
                   "as a new attempt of the same record."),
     "_supervise": _in("run_cmds", "", hidden=True),
-    "report": _in("report_cmd", "A self-contained HTML report with PNG plots of every metric, for a run or any verl "
+    "report": _in("report_cmd", "A self-contained HTML report with a plot of every metric, for a run or any verl "
                   "log."),
     "evidence": _in("evidence_cmd", "Collect what a hang needs (stack dumps, devices, log tails) without touching the "
                     "run."),
