@@ -80,6 +80,12 @@ def test_check_tells_a_shared_checkpoint_directory_from_a_node_local_one(nodes):
     _, allowed = _storage(nodes, "--nodes", "127.0.0.1,worker2", "--allow-local-checkpoints")
     assert allowed["status"] == "warning"
     assert not list(nodes["ckpts"].glob(".verl-deploy-shared-*"))  # the token file is removed
+    # a checkpoint directory that did not exist yet is not left behind by the check (only the launch makes it)
+    fresh = nodes["ckpts"] / "not-yet" / "run"
+    result = run_cli("check", "--json", "--no-save", "--no-verify", "--search-root", str(nodes["ckpts"].parent / "mnt"),
+                     "--ckpts-dir", str(fresh), "--nodes", "127.0.0.1,worker1", env=nodes["env"])
+    assert json.loads(result.stdout)["areas"]["storage"]["data"]["shared_with"] == ["worker1"]
+    assert not (nodes["ckpts"] / "not-yet").exists()
 
 
 def test_launch_refuses_node_local_checkpoints_before_anything_starts(nodes, npu_host):

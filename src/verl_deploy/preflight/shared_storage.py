@@ -32,17 +32,23 @@ def _in_container(container: str | None, command: str) -> str:
     return f"docker exec -- {shlex.quote(container)} sh -c {shlex.quote(command)}"
 
 
-def _write_here(path: str, token: str, container: str | None) -> str | None:
-    """Write the token file on this (the head) node; why not, or None."""
-    folder = os.path.dirname(path)
-    command = (f"mkdir -p -- {shlex.quote(folder)} && printf %s {shlex.quote(token)} > {shlex.quote(path)}")
+def _write_here(path: str, token: str, container: str | None) -> tuple[str | None, list[str]]:
+    """Write the token file on this (the head) node: (why not or None, the folders this made, deepest first)."""
+    folder = shlex.quote(os.path.dirname(path))
+    # say which folders do not exist yet, so the check leaves none of them behind
+    command = (f'd={folder}; while [ ! -d "$d" ]; do echo "$d"; d=$(dirname -- "$d"); done; '
+               f"mkdir -p -- {folder} && printf %s {shlex.quote(token)} > {shlex.quote(path)}")
     done = subprocess.run(["sh", "-c", _in_container(container, command)], capture_output=True, text=True, timeout=60)
-    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["no reason given"])[-1]
+    made = [line for line in done.stdout.splitlines() if line.startswith("/")]
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["no reason given"])[-1], made
+    return None, made
 
 
-def _remove_here(path: str, container: str | None) -> None:
-    subprocess.run(["sh", "-c", _in_container(container, f"rm -f -- {shlex.quote(path)}")], capture_output=True,
-                   timeout=60)
+def _remove_here(path: str, made: list[str], container: str | None) -> None:
+    """The token file, and the folders the check made for it (only while empty: the run may have begun using them)."""
+    command = "rm -f -- " + shlex.quote(path) + "".join(f"; rmdir -- {shlex.quote(d)} 2>/dev/null" for d in made)
+    subprocess.run(["sh", "-c", _in_container(container, command + "; true")], capture_output=True, timeout=60)
 
 
 def storage_area(spec: RunSpec, allow_local: bool = False) -> Area:
@@ -54,8 +60,9 @@ def storage_area(spec: RunSpec, allow_local: bool = False) -> Area:
     ckpts = spec.effective_ckpts_dir
     token = secrets.token_hex(16)
     path = os.path.join(ckpts, f".verl-deploy-shared-{token[:12]}")
-    problem = _write_here(path, token, spec.container)
+    problem, made = _write_here(path, token, spec.container)
     if problem:
+        _remove_here(path, made, spec.container)
         area.error("ckpts_dir", f"the checkpoint directory {ckpts} cannot be written on {spec.nodes[0]}: {problem}",
                    "choose a --ckpts-dir the training may write")
         return area
@@ -71,7 +78,7 @@ def storage_area(spec: RunSpec, allow_local: bool = False) -> Area:
             else:
                 local.append(host)
     finally:
-        _remove_here(path, spec.container)
+        _remove_here(path, made, spec.container)
     area.data = {"ckpts_dir": ckpts, "shared_with": shared, "not_shared_with": local}
     if local:
         message = (f"{ckpts} is not shared: a file written there on {spec.nodes[0]} is not seen on {', '.join(local)}; "
