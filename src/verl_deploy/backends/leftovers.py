@@ -17,13 +17,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
-import signal
 from dataclasses import dataclass, field
 
 import psutil
 
 from verl_deploy.backends.base import recorded_alive
-from verl_deploy.backends.rayprocs import ray_processes, started_head
+from verl_deploy.backends.rayprocs import ray_processes, started_head, terminate
 
 # the device files an accelerator process holds open (Ascend: /dev/davinciN, NVIDIA: /dev/nvidiaN)
 DEVICE_FILES_ENV = "VERL_DEPLOY_DEVICE_FILES"  # a glob list (':'-separated) replacing the default one
@@ -149,16 +148,7 @@ def end_local(handle: dict, grace: float = 10.0) -> list[Freed]:
         except psutil.Error:
             command = "?"
         freed.append(Freed(process.pid, command, mark, devices=devices_held(process, patterns)))
-    processes = [process for process, _ in victims]
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for process in processes:
-            try:
-                process.send_signal(sig)
-            except psutil.Error:
-                pass
-        _, processes = psutil.wait_procs(processes, timeout=grace if sig == signal.SIGTERM else 3.0)
-        if not processes:
-            break
+    processes = terminate([process for process, _ in victims], grace, kill_wait=3.0)
     left = {process.pid for process in processes}
     for entry in freed:
         entry.ended = entry.pid not in left

@@ -69,14 +69,18 @@ def stop_session(session: str | None, grace: float = 10.0) -> int:
     """SIGTERM the session's processes, SIGKILL what is left after `grace`; returns how many there were."""
     if not session:
         return 0
-    victims = ray_processes(session)
+    return len(terminate(ray_processes(session), grace))
+
+
+def terminate(processes: list[psutil.Process], grace: float, kill_wait: float = 2.0) -> list[psutil.Process]:
+    """TERM, then KILL what is left after `grace` seconds; the processes still alive after both."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        for process in victims:
+        for process in processes:
             try:
                 process.send_signal(sig)
             except psutil.Error:
                 pass
-        _, victims = psutil.wait_procs(victims, timeout=grace if sig == signal.SIGTERM else 2.0)
-        if not victims:
+        _, processes = psutil.wait_procs(processes, timeout=grace if sig == signal.SIGTERM else kill_wait)
+        if not processes:
             break
-    return len(victims)
+    return processes

@@ -45,8 +45,8 @@ def resume_command(
 ) -> None:
     """Resume a failed or stopped run from its newest complete checkpoint, as a new attempt of the same record."""
     from verl_deploy.cli.confirm import confirm
-    from verl_deploy.cli.output import fail, print_json
-    from verl_deploy.cli.run_cmds import _announce, _follow, _load, _say, show_end
+    from verl_deploy.cli.output import fail
+    from verl_deploy.cli.run_cmds import _load, _say, after_start
     from verl_deploy.findings import error
     from verl_deploy.runs.resume import ResumeError, prepare_resume, start_resume
 
@@ -65,14 +65,4 @@ def resume_command(
         raise fail([error("resume", f"run {record.id} could not be resumed: {exc}",
                           f"see `verl-deploy status {record.id}` and `verl-deploy logs {record.id}`", area="launch")],
                    as_json=json_output) from None
-    if follow:
-        record = _follow(record.id, json_output)
-        if json_output:
-            print_json(record.status_document())
-        else:
-            show_end(record)
-        raise typer.Exit(code=0 if record.state == "succeeded" else 1)
-    if json_output:
-        print_json(record.status_document())
-        return
-    _announce(record)
+    after_start(record, follow, json_output)

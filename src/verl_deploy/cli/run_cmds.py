@@ -137,6 +137,11 @@ def launch_command(
                         calibrated=calibrated_features(prepared))
     except LaunchError as exc:
         raise fail([_launch_finding(exc)], as_json=json_output) from None
+    after_start(record, follow, json_output)
+
+
+def after_start(record, follow: bool, json_output: bool) -> None:
+    """What launch and resume print once the run started: its status, or (with --follow) its end."""
     if follow:
         record = _follow(record.id, json_output)
         if json_output:

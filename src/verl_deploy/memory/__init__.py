@@ -122,20 +122,29 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
     return found
 
 
-def record_clean_run(spec, peak_gb: float | None, path: Path | None = None) -> bool:
-    """Append a run that finished without running out of memory (and the peak its log printed); False when it
+def _keyed(spec):
+    """What a calibration entry is keyed on for this spec (model shape, layout, device memory), or None when it
     cannot be keyed (no model shape, a stand-in profile)."""
     from verl_deploy.compiler import compile_plan
     from verl_deploy.profiles import Profile, profile_for_spec
 
     profile, _ = profile_for_spec(spec)
     if not isinstance(profile, Profile):
-        return False
+        return None
     shape, _ = load_shape(spec.model_path)
     if shape is None:
-        return False
+        return None
     setup = setup_from_plan(compile_plan(spec, profile))
-    device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+    return shape, setup, device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+
+
+def record_clean_run(spec, peak_gb: float | None, path: Path | None = None) -> bool:
+    """Append a run that finished without running out of memory (and the peak its log printed); False when it
+    cannot be keyed."""
+    keyed = _keyed(spec)
+    if keyed is None:
+        return False
+    shape, setup, device = keyed
     calibration.append(calibration.Entry(shape.identity, setup.layout(), device.total_gb, "", tuple(_features_on(setup)),
                                          "", name=shape.name, outcome="ran", peak_gb=peak_gb,
                                          workload=setup.workload()), path)
@@ -144,17 +153,10 @@ def record_clean_run(spec, peak_gb: float | None, path: Path | None = None) -> b
 
 def record_oom(spec, phase: str | None, added: str, path: Path | None = None) -> bool:
     """Append an OOM the recovery ladder saw to the calibration log; False when it cannot be keyed."""
-    from verl_deploy.compiler import compile_plan
-    from verl_deploy.profiles import Profile, profile_for_spec
-
-    profile, _ = profile_for_spec(spec)
-    if not isinstance(profile, Profile):
+    keyed = _keyed(spec)
+    if keyed is None:
         return False
-    shape, _ = load_shape(spec.model_path)
-    if shape is None:
-        return False
-    setup = setup_from_plan(compile_plan(spec, profile))
-    device = device_memory(spec.device, spec.device_memory_gb, "spec", spec.device_name)
+    shape, setup, device = keyed
     calibration.append(calibration.Entry(shape.identity, setup.layout(), device.total_gb, phase or "actor_update",
                                          tuple(_features_on(setup)), added, name=shape.name), path)
     return True
