@@ -510,8 +510,39 @@ def logs_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", h
         return
 
 
+def _newest_live(yes: bool) -> str:
+    """`stop` without a run id: the newest live run, as `status`/`logs` default to the newest run; with several
+    live, ask (or, off a terminal without --yes, refuse and name them)."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import error
+    from verl_deploy.runs.record import TERMINAL, RecordError, RunRecord, list_runs
+
+    live = []
+    for run_id in list_runs():
+        try:
+            if RunRecord.load(run_id).state not in TERMINAL:
+                live.append(run_id)
+        except RecordError:
+            continue
+    if not live:
+        raise fail([error("run", "no live run to stop", "see `verl-deploy runs`; a damaged run is stopped by its id")])
+    if len(live) == 1 or yes:
+        return live[0]
+    others = ", ".join(live[1:4]) + (f" and {len(live) - 4} more" if len(live) > 4 else "")
+    if not sys.stdin.isatty():  # nothing to confirm with: a usage matter (exit 2), nothing was stopped
+        fail([error("run", f"{len(live)} runs are live (newest {live[0]}; also {others})",
+                    f"name the run (`verl-deploy stop {live[0]}`), or pass --yes to stop the newest")])
+        raise typer.Exit(code=2)
+    if not typer.confirm(f"{len(live)} runs are live; stop the newest, {live[0]} (also live: {others})?"):
+        raise typer.Exit(code=1)
+    return live[0]
+
+
 @app.command("stop")
-def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id or prefix.")) -> None:
+def stop_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]", help="Run id or prefix (default: the "
+                                                        "newest live run)."),
+                 yes: bool = typer.Option(False, "--yes", "-y", help="With no RUN and several live runs: stop the "
+                                          "newest without asking.")) -> None:
     """Stop the training and the Ray session this tool started for it; checkpoints are kept."""
     from rich.markup import escape
 
@@ -522,7 +553,7 @@ def stop_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id o
     from verl_deploy.runs.control import stop_damaged
     from verl_deploy.runs.record import RecordError, RunRecord
 
-    found = _find(run_id)
+    found = _find(run_id) if run_id is not None else _newest_live(yes)
     try:
         record = RunRecord.load(found)
     except RecordError as exc:
