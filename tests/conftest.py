@@ -262,7 +262,8 @@ TIERS = {
     "test_ray.py": ("ray",), "test_ray_nodes.py": ("ray",), "test_ray_ownership.py": ("ray",),
     "test_release_detection.py": ("realverl",), "test_rule_inventory.py": ("realverl",),
     "test_runtime_rules.py": ("realverl",), "test_verify.py": ("realverl",), "test_verify_env.py": ("realverl",),
-    "test_verl_accepts.py": ("realverl",),
+    "test_verl_accepts.py": ("realverl",), "test_async_modes.py": ("realverl",), "test_layout_rules.py": ("realverl",),
+    "test_migrate.py": ("realverl",), "test_clean.py": ("ray",),
 }
 GROUPS = {
     "test_docker_real.py": "docker", "test_script_failures_docker.py": "docker",  # one dockerd per session

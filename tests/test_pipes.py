@@ -3,6 +3,7 @@ row; a log line of 900 characters in one row padded all the others to it), on a 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -63,3 +64,17 @@ def test_plans_note_on_where_it_differs_from_verls_scripts_is_one_short_line(tmp
     shown = run_cli("plan", env={"VERL_DEPLOY_STATE_DIR": str(tmp_path)}).stdout
     note = next(line for line in shown.splitlines() if line.startswith("info: mode: differs from verl's own scripts"))
     assert len(note) < 340 and "filter_groups on" in note and "gpu_memory_utilization 0.6 not 0.9" in note
+
+
+def test_generate_says_what_it_wrote_and_what_changed_not_every_note_again(tmp_path):
+    """#27.7: a second generate names which files changed; plan's notes are counted, not printed again."""
+    out = tmp_path / "scripts"
+    first = run_cli("generate", "--output-dir", str(out))
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "wrote plan.json, run_training.sh, start_verl.sh to" in first.stdout
+    assert "info:" not in first.stdout + first.stderr and "note(s) on the plan" in first.stdout
+    same = run_cli("generate", "--output-dir", str(out), "--force")
+    assert "plan.json (unchanged), run_training.sh (unchanged), start_verl.sh (unchanged)" in same.stdout
+    bigger = run_cli("generate", "--output-dir", str(out), "--force", "--batch-size", "64", "--json")
+    assert json.loads(bigger.stdout)["changes"] == {"plan.json": "changed", "run_training.sh": "changed",
+                                                    "start_verl.sh": "unchanged"}

@@ -328,7 +328,7 @@ CASES = {
     "ep-vs-experts": ({"verl_version": "0.9.1", "framework": "megatron", "device": "gpu", "devices": "0-5",
                        "train_tp": 2, "train_pp": 1, "overrides": [f"{EP}=3"]}, "Qwen3-30B-A3B",
                       ("error", "override"), "mcore", "mcore_moe", dict(ep=3, **Q30), "AssertionError"),
-    "ep-divides-experts": ({"verl_version": "0.9.1", "framework": "megatron", "device": "gpu", "devices": "0-5",
+    "ep-divides-experts": ({"verl_version": "0.9.1", "framework": "megatron", "device": "gpu", "devices": "0-7",
                             "train_tp": 2, "train_pp": 1, "overrides": [f"{EP}=2"]}, "Qwen3-30B-A3B",
                            ("ok", "override"), "mcore", "mcore_moe", dict(ep=2, **Q30), None),
 }

@@ -61,7 +61,8 @@ def test_a_job_whose_script_fails_before_the_training_says_which_step(job_host):
                                        "starting the Ray head (exit status 2); its last lines: ")
     assert "no-such-ray-option" in failure["cause"]  # ray's own word, from the job's output
     assert "no known failure" not in json.dumps(final) and final["attempts"][0]["failure"] == {
-        k: v for k, v in failure.items() if k != "decision"}
+        k: v for k, v in failure.items() if k not in ("decision", "next")}  # the run's failure adds what comes next
+    assert "next" not in failure or failure["next"]["command"].startswith("verl-deploy ")
     assert len(final["attempts"]) == 1  # the scripts' failure is not retried as if the training had failed
     assert status(job_host, final["id"])["failure"]["cause"] == failure["cause"]
     shown = " ".join(run_cli("status", final["id"], env=job_host["env"]).stdout.split())

@@ -290,7 +290,8 @@ class RunSpec(BaseModel):
         for text in data["overrides"]:
             match = LOGGER_OVERRIDE.match(str(text).strip()) if isinstance(text, str) else None
             value = match.group(1).strip().strip("'\"") if match else ""
-            if match and lifted is None and (value.startswith("[") or "," not in value):  # a,b is a sweep: refused later
+            well_formed = (value.startswith("[") and value.endswith("]")) or not any(c in value for c in "[],")
+            if match and lifted is None and well_formed:  # a,b is a sweep, [a a Hydra error: both refused later
                 lifted = [part.strip().strip("'\"") for part in value.strip("[]").split(",")]
             else:
                 kept.append(text)

@@ -71,20 +71,26 @@ def generate_command(
         raise fail(prepared.findings, as_json=json_output)
     extra = scheduler_file(prepared.plan, scheduler, options, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
+    before = _contents(Path(output_dir))
     written = write_outputs(prepared.plan, Path(output_dir), document, force=force,
                             extra=dict([extra]) if extra else None)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)
+    changes = {name: _change(before.get(name), written.directory / name) for name in written.files}
     commands = node_commands(prepared.spec, written.directory)
     if json_output:
-        print_json({"ok": True, "output_dir": str(written.directory), "files": written.files,
+        print_json({"ok": True, "output_dir": str(written.directory), "files": written.files, "changes": changes,
                     "findings": [f.as_dict() for f in prepared.findings],
                     **({"commands": commands} if print_commands else {})})
         return
-    if prepared.findings:
-        print_findings(prepared.findings)
+    # what plan already showed is not repeated: only the warnings, and how many notes `plan` has
+    print_findings([f for f in prepared.findings if f.level != "info"])
     out = console()
-    out.print(f"wrote {', '.join(written.files)} to [bold]{written.directory}[/]")
+    shown = [name if changes[name] == "new" or not before else f"{name} ({changes[name]})" for name in written.files]
+    out.print(f"wrote {', '.join(shown)} to [bold]{written.directory}[/]")
+    notes = sum(1 for f in prepared.findings if f.level == "info")
+    if notes:
+        out.print(f"[dim]{notes} note(s) on the plan: `verl-deploy plan` with the same flags shows them[/]")
     if extra and extra[0] == "submit.sbatch":
         out.print(f"submit it: [bold]cd {written.directory} && sbatch submit.sbatch[/] (the folder on storage every "
                   f"node sees), or `verl-deploy launch --backend slurm` to submit and watch it")
@@ -99,6 +105,30 @@ def generate_command(
             out.print(f"[bold]{role}[/]:")
             for line in lines:
                 out.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def _contents(directory: Path) -> dict[str, bytes]:
+    """The files already in the output directory (to say which the new ones changed)."""
+    if not directory.is_dir():
+        return {}
+    found = {}
+    for path in directory.iterdir():
+        try:
+            if path.is_file() and not path.is_symlink() and path.stat().st_size < 16 * 1024 * 1024:
+                found[path.name] = path.read_bytes()
+        except OSError:
+            continue
+    return found
+
+
+def _change(old: bytes | None, path: Path) -> str:
+    """new | changed | unchanged, for one written file."""
+    if old is None:
+        return "new"
+    try:
+        return "unchanged" if path.read_bytes() == old else "changed"
+    except OSError:
+        return "changed"
 
 
 def scheduler_file(plan, scheduler: str, options: dict, json_output: bool) -> tuple[str, str] | None:
