@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pexpect
 
-from conftest import VERL_BIN
+from conftest import VERL_BIN, run_cli
 from test_launch import trainer  # noqa: F401  (a fixture)
 from test_report import verl_log
 
