@@ -71,7 +71,11 @@ def generate_command(
         raise fail(prepared.findings, as_json=json_output)
     extra = scheduler_file(prepared.plan, scheduler, options, json_output)
     document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
-    before = _contents(Path(output_dir))
+    from verl_deploy.rayauth import TOKEN_FILE
+    from verl_deploy.render import SCRIPT_NAMES, SECRET_FILE, TRACKER_FILE
+
+    secret = {SECRET_FILE, TRACKER_FILE, TOKEN_FILE}  # never read: whether they changed is nobody's business
+    before = _contents(Path(output_dir), [n for n in (*SCRIPT_NAMES, *([extra[0]] if extra else [])) if n not in secret])
     written = write_outputs(prepared.plan, Path(output_dir), document, force=force,
                             extra=dict([extra]) if extra else None)
     if isinstance(written, Finding):
@@ -107,15 +111,14 @@ def generate_command(
                 out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
-def _contents(directory: Path) -> dict[str, bytes]:
-    """The files already in the output directory (to say which the new ones changed)."""
-    if not directory.is_dir():
-        return {}
+def _contents(directory: Path, names: list[str]) -> dict[str, bytes]:
+    """The files of these names already in the output directory (to say which the new ones changed)."""
     found = {}
-    for path in directory.iterdir():
+    for name in names:
+        path = directory / name
         try:
-            if path.is_file() and not path.is_symlink() and path.stat().st_size < 16 * 1024 * 1024:
-                found[path.name] = path.read_bytes()
+            if path.is_file() and not path.is_symlink():
+                found[name] = path.read_bytes()
         except OSError:
             continue
     return found

@@ -107,6 +107,7 @@ def validate():
         use_ref = ppo_utils.need_reference_policy(config)
     else:  # <= 0.7.x take the role->worker mapping: main_ppo adds the reference policy for either KL use
         use_ref = bool(config.algorithm.get("use_kl_in_reward", False) or config.actor_rollout_ref.actor.get("use_kl_loss", False))
+    state["use_reference_policy"] = use_ref
     state["use_critic"] = ppo_utils.need_critic(config)
     validate_config(config=config, use_reference_policy=use_ref, use_critic=state["use_critic"])
     return {"use_reference_policy": use_ref, "use_critic": state["use_critic"]}
@@ -182,18 +183,16 @@ def legacy_fsdp_worker():
     dist.is_initialized, dist.get_world_size = (lambda: True), (lambda *a, **k: world)
     try:
         section = copy.deepcopy(config.actor_rollout_ref)
-        role = "actor_rollout_ref" if validate_detail.get("use_reference_policy") else "actor_rollout"
+        role = "actor_rollout_ref" if state.get("use_reference_policy") else "actor_rollout"
         namespace["__init__"](Self(), config=section, role=role)
     finally:
         dist.is_initialized, dist.get_world_size = saved
     return {"world": world, "ppo_mini_batch_size_per_rank": int(section.actor.ppo_mini_batch_size)}
 
 
-validate_detail = {}
 entry_found = step("locate_entry", locate_entry)
 if entry_found and step("compose", compose):
     if step("validate_config", validate):
-        validate_detail.update(result["steps"][-1].get("detail") or {})
         if legacy_fsdp_worker_applies():
             step("worker:legacy_fsdp_normalisation", legacy_fsdp_worker)
     from omegaconf import OmegaConf
