@@ -263,7 +263,9 @@ def test_ray_jobs_run_recover_and_stop_with_token_auth_on_and_off_and_the_token_
     logs = cli(auth_host, "logs", final["id"], outputs=outputs)
     assert logs.returncode == 0 and "step:6 - " in logs.stdout
 
-    hanging = json.loads(cli(auth_host, "launch", *auth_host["args"], "--json", env={"STANDIN_FAIL": "hang"},
+    # its own checkpoint folder: in the first run's, it would resume at its finished step 6 and succeed at once
+    fresh = [str(state.parent / "ckpts-hanging") if a.endswith("/ckpts") else a for a in auth_host["args"]]
+    hanging = json.loads(cli(auth_host, "launch", *fresh, "--json", env={"STANDIN_FAIL": "hang"},
                              outputs=outputs).stdout)
     evidence = json.loads(cli(auth_host, "evidence", hanging["id"], "--json", outputs=outputs).stdout)
     job = json.loads((Path(evidence["folder"]) / "ray-job.json").read_text())  # asked with the token

@@ -67,18 +67,20 @@ def test_the_head_waits_for_the_worker_then_trains(two_node_scripts):
         checked = subprocess.run(["shellcheck", str(out / "start_verl.sh")], capture_output=True, text=True)
         assert checked.returncode == 0, checked.stdout
     head = subprocess.Popen(["bash", str(out / "start_verl.sh")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=node_env(temp_dir, "head", WAIT_FOR_NODES_SECONDS="120"))
+                            text=True, env=node_env(temp_dir, "head", WAIT_FOR_NODES_SECONDS="300"))
     time.sleep(8)  # the head is up and waiting: only 1 node, 8 NPU so far
     assert head.poll() is None
-    worker = subprocess.Popen(["bash", str(out / "start_verl.sh")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env=node_env(temp_dir, "worker"))
+    worker_log = out.parent / "worker.out"  # read back when the head gives up: why the worker did not join
+    with worker_log.open("w") as sink:
+        worker = subprocess.Popen(["bash", str(out / "start_verl.sh")], stdout=sink, stderr=subprocess.STDOUT,
+                                  env=node_env(temp_dir, "worker"))
     try:
         time.sleep(5)
         cmdlines = proc_cmdlines()  # both nodes' Ray processes are up
-        output, _ = head.communicate(timeout=180)
+        output, _ = head.communicate(timeout=400)
     finally:
         worker.kill()
-    assert head.returncode == 0, output[-3000:]
+    assert head.returncode == 0, output[-3000:] + "\n--- the worker ---\n" + worker_log.read_text()[-3000:]
     assert "all 2 nodes and 16 NPU joined" in output
     assert output.index("all 2 nodes") < output.index("Total training steps: 3")
     assert "step:3 - " in output and "connected to the Ray cluster" in output  # the driver authenticated too
