@@ -19,7 +19,8 @@ def test_plan_on_the_built_in_example():
     result = run_cli("plan")
     assert result.returncode == 0, result.stderr
     assert "recipe.dapo.main_dapo" in result.stdout and "ready" in result.stdout
-    assert "use_flash_attn=True" in result.stdout
+    assert "use_flash_attn=True" not in result.stdout  # the overrides are plan --all's
+    assert "use_flash_attn=True" in run_cli("plan", "--all").stdout
 
 
 def test_plan_json_has_sources_overrides_and_command():
@@ -311,7 +312,7 @@ def test_a_field_replaced_by_an_override_shows_what_verl_receives():
     data = json.loads(run_cli("plan", "--json", "--override", override).stdout)
     assert not data["ok"] and data["superseded"] == {"loss_agg_mode": override}  # refused, and shown as sent
     assert override in data["overrides"] and "actor_rollout_ref.actor.loss_agg_mode=token-mean" not in data["overrides"]
-    [row] = [line for line in run_cli("plan", env={"COLUMNS": "250"}).stdout.splitlines()
+    [row] = [line for line in run_cli("plan", "--all", env={"COLUMNS": "250"}).stdout.splitlines()
              if line.startswith("loss_agg_mode")]
     assert "token-mean" in row and "default" in row  # without the override: the field and its source
     [row] = [line for line in run_cli("plan", "--override", override, env={"COLUMNS": "250"}).stdout.splitlines()

@@ -328,7 +328,7 @@ LONG_MODEL = "/mnt/public/models/" + "/".join(["a-rather-long-directory-name"] *
 
 
 def test_plan_in_a_pipe_keeps_every_path_and_line_whole():
-    result = run_cli("plan", "--model-path", LONG_MODEL, env={"COLUMNS": "80"})
+    result = run_cli("plan", "--all", "--model-path", LONG_MODEL, env={"COLUMNS": "80"})
     assert result.returncode == 0, result.stderr
     text = result.stdout + result.stderr
     assert "\x1b[" not in text  # no colour codes in a pipe
@@ -495,12 +495,16 @@ def test_the_config_index_cache_is_bounded(tmp_path):
 def test_on_a_terminal_plan_keeps_colour_and_still_says_on_and_off():
     import re
 
-    term = Terminal(["plan"], {})
+    term = Terminal(["plan", "--all"], {})
     assert term.finish() == 0, term.raw[-2000:]
     assert "\x1b[" in term.raw  # colour on a terminal
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", term.raw).replace("\r", "")
     rows = {line.split()[0]: line.split() for line in plain.splitlines() if line.strip()[:1].isalpha()}
     assert "on" in rows["remove_padding"] and "off" in rows["offload"]  # words, not colour alone
+    short = Terminal(["plan"], {})
+    assert short.finish() == 0, short.raw[-2000:]
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", short.raw).replace("\r", "")
+    assert "on remove_padding, dynamic_batch" in plain and "memory features off: offload, recompute" in plain
 
 
 def test_ci_runs_the_readmes_test_command_exactly():

@@ -78,3 +78,39 @@ def test_generate_says_what_it_wrote_and_what_changed_not_every_note_again(tmp_p
     bigger = run_cli("generate", "--output-dir", str(out), "--force", "--batch-size", "64", "--json")
     assert json.loads(bigger.stdout)["changes"] == {"plan.json": "changed", "run_training.sh": "changed",
                                                     "start_verl.sh": "unchanged"}
+
+
+def test_plan_fits_a_screen_and_plan_all_shows_every_field_and_override(tmp_path):
+    """#27.7: the default plan is the deciding values, what was set, the features on, the memory per phase and
+    the command's first line (a 120x60 terminal, 50 lines in a pipe); --all is every field and every override."""
+    from verl_deploy.cli.views import SECTIONS
+
+    env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path)}
+    document = json.loads(run_cli("plan", "--json", "--train-steps", "7", env=env).stdout)
+    short = run_cli("plan", "--train-steps", "7", env=env)
+    assert short.returncode == 0, short.stderr[-2000:]
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 50, short.stdout
+    rows = {line.split()[0]: line for line in lines if line.strip()}
+    assert "7" in rows["train_steps"] and "flag --train-steps" in rows["train_steps"]  # what was set, with its source
+    assert "0.6" in rows["gpu_memory_utilization"] and "vllm-ascend" in rows["gpu_memory_utilization"]  # and why
+    assert "clip_ratio_high" not in rows and "swanlab_workspace" not in rows  # defaults that decide nothing here
+    assert f"recipe.dapo.main_dapo --config-name=dapo_megatron_trainer + {len(document['overrides'])} overrides" in short.stdout
+    assert not [o for o in document["overrides"] if o in short.stdout]  # the overrides themselves: --all
+    assert "peak 57.9 GiB in rollout" in short.stdout and "plan --all" in lines[-1]
+
+    full = run_cli("plan", "--all", "--train-steps", "7", env=env).stdout
+    starts = {line.split()[0] for line in full.splitlines() if line.strip()}
+    assert [n for _, names in SECTIONS for n in names if n not in starts] == []
+    assert [o for o in document["overrides"] if f"    {o} \\" not in full] == []
+
+    screen_env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = pexpect.spawn(VERL_BIN[0], [*VERL_BIN[1:], "plan"], env={**screen_env, **env, "TERM": "xterm"},
+                          encoding="utf-8", dimensions=(200, 120), timeout=60)
+    import pyte
+
+    screen = pyte.Screen(120, 200)
+    pyte.Stream(screen).feed(child.read())
+    child.close()
+    used = max(i for i, line in enumerate(screen.display) if line.strip()) + 1
+    assert used <= 60, "\n".join(screen.display[:used])

@@ -14,6 +14,7 @@ EPILOG = """\
 Examples:
 
   verl-deploy plan                                    # the built-in example (8 NPUs, Megatron, verl 0.7.0)
+  verl-deploy plan --all                              # every field, feature, memory term and override
 
   verl-deploy plan --mode one-step-off --trainer-gpus 4 --rollout-gpus 4
 
@@ -44,6 +45,9 @@ a usage error.
 @app.command("plan", epilog=EPILOG)
 @spec_options
 def plan_command(json_output: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+                 everything: bool = typer.Option(False, "--all", help="Show every field with its source, every "
+                                                 "feature, each memory term and the whole verl command (by "
+                                                 "default: what fits a screen)."),
                  verify: bool = typer.Option(False, "--verify", help="Also run verl's own validation where the training "
                                              "runs (inside --container, else on this host)."),
                  verify_env: bool = typer.Option(False, "--verify-env", help="Run --verify with the local environment "
@@ -99,7 +103,7 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
             document["rehearsal"] = rehearsal_view(prepared.spec)
         print_json(document)
     else:
-        show_plan(prepared)
+        show_plan(prepared, everything=everything)
         if explain_memory:
             from verl_deploy.cli.memory_explain import show_explanation
 

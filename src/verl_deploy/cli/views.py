@@ -54,7 +54,32 @@ def shown_value(prepared: Prepared, name: str) -> tuple[str, str]:
     return str(value), source
 
 
-def show_plan(prepared: Prepared) -> None:
+# The values that decide a run, besides the header's mode, framework, device and verl release: `plan` shows
+# these and whatever was set or detected; `plan --all`, every field.
+DECIDING = frozenset({
+    "device_name", "run_dir", "container", "image", "model_path", "train_file", "test_file", "ckpts_dir", "devices",
+    "nnodes", "train_steps", "batch_size", "gen_batch_size", "n_resp_per_prompt", "max_prompt_length",
+    "max_response_length", "lr", "train_tp", "train_pp", "gen_tp", "rollout_engine", "gpu_memory_utilization",
+    "logger", "experiment_name"})
+
+
+def shown_fields(prepared: Prepared, everything: bool) -> list[tuple[str, str, str, str]]:
+    """(section, field, value, source) rows: every field, or the deciding ones plus every one not left at its
+    default (a derived value is shown only where it decides the run)."""
+    rows = []
+    for title, names in SECTIONS:
+        for name in names:
+            value, source = shown_value(prepared, name)
+            if everything or name in DECIDING or source not in ("default", "derived"):
+                if everything or value != "—" or source not in ("default", "derived"):
+                    rows.append((title, name, value, source))
+    return rows
+
+
+def show_plan(prepared: Prepared, everything: bool = False) -> None:
+    """The plan for people. By default what fits a screen: the deciding values and whatever was set, the
+    features that are on, the memory per phase, the command's first line, the findings;
+    with `everything` (`plan --all`) every field, every feature, each memory term and the whole command."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -62,43 +87,56 @@ def show_plan(prepared: Prepared) -> None:
     plan = prepared.plan
     spec = prepared.spec
     assert plan is not None
+    kind = f" {spec.npu_type}" if spec.device == "npu" else ""
     out.print(f"[bold]verl-deploy plan[/]: {spec.mode} · {spec.framework} · {len(spec.devices)} "
-              f"{spec.device.upper()} · verl {spec.verl_version} (profile {plan.profile.name})")
+              f"{spec.device.upper()}{kind} · verl {spec.verl_version} (profile {plan.profile.name})")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("field")
     table.add_column("value", overflow="fold")
     table.add_column("source", style="dim")
-    for title, names in SECTIONS:
-        table.add_row(f"[bold underline]{title}[/]", "", "")
-        for name in names:
-            value, source = shown_value(prepared, name)
-            style = "" if source == "default" else "green"
-            table.add_row(name, f"[{style}]{escape(value)}[/]" if style else escape(value), source)
+    last_section = None
+    for title, name, value, source in shown_fields(prepared, everything):
+        cell = f"[green]{escape(value)}[/]" if source != "default" else escape(value)
+        if everything and title != last_section:
+            table.add_row(f"[bold underline]{title}[/]", "", "")
+        table.add_row(name, cell, escape(source))
+        last_section = title
     out.print(table)
 
-    features = Table(title=f"features (mask {plan.mask})", box=None, header_style="bold", title_justify="left")
-    for column in ("feature", "bit", "kind", "state", "why"):
-        features.add_column(column)
     from verl_deploy.features import BY_NAME
 
-    for state in plan.features:
-        feature = BY_NAME[state.name]
-        mark = "[green]on[/]" if state.on else "off"
-        features.add_row(state.name, "" if feature.bit is None else str(feature.bit), feature.kind, mark, state.why)
-    out.print(features)
+    if everything:
+        features = Table(title=f"features (mask {plan.mask})", box=None, header_style="bold", title_justify="left")
+        for column in ("feature", "bit", "kind", "state", "why"):
+            features.add_column(column)
+        for state in plan.features:
+            feature = BY_NAME[state.name]
+            mark = "[green]on[/]" if state.on else "off"
+            features.add_row(state.name, "" if feature.bit is None else str(feature.bit), feature.kind, mark, state.why)
+        out.print(features)
+    else:
+        on = [s.name + ("" if s.why == "default" else f" ({s.why})") for s in plan.features if s.on]
+        off = [s.name for s in plan.features if not s.on and BY_NAME[s.name].kind == "memory"]
+        out.print(f"[bold]features[/] (mask {plan.mask}): on " + escape(", ".join(on) or "none") +
+                  ("; memory features off: " + ", ".join(off) if off else ""), soft_wrap=True)
     from verl_deploy.cli.memory_view import show_memory
 
-    show_memory(prepared)
+    show_memory(prepared, everything=everything)
 
-    out.print("[bold]command[/] (run from " + escape(spec.run_dir) + "):")
-    out.print("python3 " + " ".join(plan.argv()[:3]) + " \\", soft_wrap=True, markup=False)
-    for override in plan.overrides:
-        out.print("    " + override.text() + " \\", soft_wrap=True, markup=False)
+    if everything:
+        out.print("[bold]command[/] (run from " + escape(spec.run_dir) + "):")
+        out.print("python3 " + " ".join(plan.argv()[:3]) + " \\", soft_wrap=True, markup=False)
+        for override in plan.overrides:
+            out.print("    " + override.text() + " \\", soft_wrap=True, markup=False)
+    else:
+        out.print(f"[bold]command[/] (run from {escape(spec.run_dir)}): python3 " + escape(" ".join(plan.argv()[:3])) +
+                  f" + {len(plan.overrides)} overrides", soft_wrap=True)
     if prepared.checked_against:
-        out.print(f"[dim]overrides checked against {escape(prepared.checked_against)}[/]")
+        out.print(f"[dim]overrides checked against {escape(prepared.checked_against)}[/]", soft_wrap=True)
     if prepared.findings:
         print_findings(prepared.findings, stderr=False)
     errors = sum(f.level == "error" for f in prepared.findings)
     warnings = sum(f.level == "warning" for f in prepared.findings)
     verdict = "[bold red]not ready[/]" if errors else "[bold green]ready[/]"
-    out.print(f"{verdict}: {errors} error(s), {warnings} warning(s)")
+    out.print(f"{verdict}: {errors} error(s), {warnings} warning(s)" +
+              ("" if everything else " [dim]· plan --all: every field, feature, memory term and override[/]"))
