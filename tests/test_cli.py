@@ -330,3 +330,16 @@ def test_json_refusals_are_json_on_stdout_too(args):
     [finding] = data["findings"]
     assert data["ok"] is False and finding["level"] == "error" and finding["field"] and finding["fix"]
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+def test_one_oom_ladder_per_framework_drives_recovery_and_the_next_step():
+    """features --json shows the ladder recovery climbs and the end-of-run advice names (one table, features.py)."""
+    from verl_deploy.runs.next_step import _oom_step
+    from verl_deploy.runs.record import Attempt, RunRecord
+
+    ladders = json.loads(run_cli("features", "--json").stdout)["oom_ladders"]
+    assert ladders == {"megatron": ["offload", "recompute"], "fsdp": ["offload", "gradient_checkpointing"]}
+    for framework, ladder in ladders.items():
+        record = RunRecord(id="r1", backend="local", spec={"framework": framework, "device": "gpu"}, state="failed",
+                           attempts=[Attempt(n=1, features=[], reason="start", handle={}, log="", features_on=[ladder[0]])])
+        assert _oom_step(record)[1] == f"verl-deploy resume r1 --features {ladder[1]}"

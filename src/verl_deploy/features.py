@@ -103,8 +103,16 @@ REGISTRY: tuple[Feature, ...] = (
 
 BY_NAME: dict[str, Feature] = {f.name: f for f in REGISTRY}
 BY_BIT: dict[int, Feature] = {f.bit: f for f in REGISTRY if f.bit is not None}
-# Order the seeds give for OOM recovery: first offload, then recompute.
-OOM_LADDER: tuple[str, ...] = ("offload", "recompute")
+# The OOM ladder, in the order the seeds give for recovery: first offload, then recompute (Megatron), or
+# gradient checkpointing, its FSDP counterpart. Recovery, the next-step advice and the memory estimate read it here.
+OOM_LADDERS: dict[str, tuple[str, ...]] = {"megatron": ("offload", "recompute"),
+                                           "fsdp": ("offload", "gradient_checkpointing")}
+OOM_LADDER: tuple[str, ...] = OOM_LADDERS["megatron"]
+
+
+def oom_ladder(framework: str) -> tuple[str, ...]:
+    """The memory features recovery adds one by one after an OOM, for this framework."""
+    return OOM_LADDERS.get(framework, OOM_LADDERS["megatron"])
 
 
 def _normalise(name: str) -> str:

@@ -53,7 +53,8 @@ def features_command(
 
     modes = mode_table()
     if json_output:
-        print_json({"features": rows, "oom_ladder": list(registry.OOM_LADDER), "modes": modes})
+        print_json({"features": rows, "oom_ladder": list(registry.OOM_LADDER),
+                    "oom_ladders": {k: list(v) for k, v in registry.OOM_LADDERS.items()}, "modes": modes})
         return
     table = Table(box=None, header_style="bold")
     for column in ("feature", "bit", "kind", "default", "applies to", "description"):

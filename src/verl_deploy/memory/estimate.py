@@ -16,7 +16,6 @@ from verl_deploy.memory.device_memory import DeviceMemory
 from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.phases import kv_room, phase_terms
 from verl_deploy.memory.setup import Setup
-from verl_deploy.runs.recovery import FSDP_LADDER
 
 HEADROOM = 0.0  # fragmentation is a term of the training phases now (terms.fragmentation); the limit is the usable memory
 HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
@@ -28,7 +27,7 @@ KNOB_FIELDS = {
     "gradient_checkpointing": ("gradient_checkpointing",),
 }
 # the OOM ladder's order, from the one place that says it
-MEMORY_FEATURES = {"megatron": registry.OOM_LADDER, "fsdp": FSDP_LADDER}
+MEMORY_FEATURES = registry.OOM_LADDERS
 
 
 @dataclass

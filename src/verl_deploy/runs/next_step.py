@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from verl_deploy.runs.record import RunRecord
 
-FSDP_LADDER = ("offload", "gradient_checkpointing")
-MEGATRON_LADDER = ("offload", "recompute")
-
 
 def _evidence(failure: dict) -> str | None:
     lines = failure.get("lines") or []
@@ -38,7 +35,7 @@ def _oom_step(record: RunRecord) -> tuple[str, str]:
     spec = record.spec
     framework, device = spec.get("framework", "megatron"), spec.get("device", "npu")
     on = _features_on(record)
-    ladder = MEGATRON_LADDER if framework == "megatron" else FSDP_LADDER
+    ladder = registry.oom_ladder(framework)
     for name in ladder:
         feature = registry.BY_NAME.get(name)
         if feature is not None and feature.applies_to(framework, device) and name not in on:

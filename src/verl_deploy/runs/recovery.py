@@ -22,7 +22,6 @@ from verl_deploy.watch.diagnosis import Diagnosis
 
 MIN_UTILIZATION = 0.3
 UTILIZATION_STEP = 0.1
-FSDP_LADDER = ("offload", "gradient_checkpointing")
 MAX_RESUBMITS = 3
 RESUBMIT_REASON = "resubmitted"  # the reason of an attempt that repeats one the scheduler ended
 ADVICE = ("give each device less work: a smaller max_response_length or batch, more devices, or a larger "
@@ -38,7 +37,7 @@ class Decision:
 
 
 def _ladder(spec: RunSpec) -> tuple[str, ...]:
-    return registry.OOM_LADDER if spec.framework == "megatron" else FSDP_LADDER
+    return registry.oom_ladder(spec.framework)
 
 
 def _states(spec: RunSpec) -> dict[str, bool]:
