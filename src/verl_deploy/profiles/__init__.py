@@ -48,6 +48,19 @@ def profile_for_spec(spec) -> tuple[Profile | Finding, Finding | None]:
                          "verl-deploy when it knows this release")
 
 
+def knob_overrides(spec, **values) -> list[str]:
+    """`key=value` overrides that set knobs for this spec's release, framework, device and mode (recovery's resume
+    settings, for one): the profile names the keys, the caller only the knobs."""
+    profile, _ = profile_for_spec(spec)
+    if not isinstance(profile, Profile):
+        raise ValueError(profile.line())
+    found = []
+    for knob, value in values.items():
+        for key in profile.keys_for(knob, spec.framework, spec.device, spec.mode):
+            found.append(f"{'+' if key.plus else ''}{key.path}={key.value_for(value)}")
+    return found
+
+
 def _minor(version: str) -> tuple[int, int]:
     """(major, minor) of "0.9.1" or "0.9."; unparsable counts as (0, 0)."""
     return release_numbers(version)[:2]

@@ -107,6 +107,7 @@ COMMON: dict[str, tuple[Key, ...]] = {
     "test_freq": keys("trainer.test_freq"),
     "val_before_train": keys("trainer.val_before_train"),
     "resume_mode": keys("trainer.resume_mode"),
+    "resume_from_path": keys("trainer.resume_from_path"),
     "default_local_dir": keys("trainer.default_local_dir"),
     "max_ckpt_to_keep": keys("trainer.max_actor_ckpt_to_keep"),
     "device": keys("trainer.device"),

@@ -127,8 +127,10 @@ def with_resume_point(spec: RunSpec, previous: Attempt | None) -> tuple[RunSpec,
     point = resume_point(spec.effective_ckpts_dir, spec.framework)
     added: list[str] = []
     if point.overrides_tracker:
-        added = (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={point.folder}"] if point.folder
-                 else ["trainer.resume_mode=disable"])
+        from verl_deploy.profiles import knob_overrides
+
+        added = (knob_overrides(spec, resume_mode="resume_path", resume_from_path=point.folder) if point.folder
+                 else knob_overrides(spec, resume_mode="disable"))
     if overrides != list(spec.overrides) or added:
         spec = spec.with_changes(source="recovery", overrides=[*overrides, *added])
     info = {"from_step": point.step, "tracked_step": point.tracked, "overrides": added,
