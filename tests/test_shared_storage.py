@@ -8,58 +8,27 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
 from conftest import FAKES, VERL_BIN, run_cli
-from rayports import free_port
+from sshnodes import SSHD, start_nodes, stop_nodes
 from test_ssh_nodes import this_host_ip
-
-SSHD = "/usr/sbin/sshd"
 pytestmark = pytest.mark.skipif(not os.path.exists(SSHD) or os.geteuid() != 0 or not os.path.exists("/usr/bin/unshare"),
                                 reason="needs sshd, unshare and root (a mount namespace for the node-local disk)")
 
 
 @pytest.fixture()
 def nodes(tmp_path, npu_host):
-    keys = tmp_path / "ssh"
-    keys.mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")], check=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "host")], check=True)
-    (keys / "authorized_keys").write_text((keys / "id.pub").read_text())
     ckpts = npu_host["tmp"] / "ckpts"
     ckpts.mkdir()
-    Path("/run/sshd").mkdir(exist_ok=True)
-    daemons, config = [], ""
-    for name, private in (("worker1", False), ("worker2", True)):
-        port = free_port()
-        conf = keys / f"{name}.conf"
-        conf.write_text(f"Port {port}\nListenAddress 127.0.0.1\nHostKey {keys / 'host'}\nPidFile {keys / name}.pid\n"
-                        f"AuthorizedKeysFile {keys / 'authorized_keys'}\nStrictModes no\nPermitRootLogin prohibit-password\n"
-                        f"PasswordAuthentication no\nUsePAM no\nSetEnv PATH={FAKES}:/usr/bin:/bin "
-                        f"FAKE_NPU_SMI={npu_host['env']['FAKE_NPU_SMI']}\n")
-        argv = [SSHD, "-D", "-f", str(conf), "-e"]
-        if private:  # the same path, another disk: a tmpfs only this sshd's namespace sees
-            argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-                    f'mount -t tmpfs vd-local "{ckpts}" && exec "$@"', "node-local", *argv]
-        daemons.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        config += (f"Host {name}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {keys / 'id'}\n"
-                   "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
-    ssh_config = keys / "config"
-    ssh_config.write_text(config)
-    env = {"VERL_DEPLOY_SSH_OPTIONS": f"-F {ssh_config}"}
-    for name in ("worker1", "worker2"):
-        deadline = time.monotonic() + 20
-        while subprocess.run(["ssh", "-F", str(ssh_config), "-o", "BatchMode=yes", name, "true"],
-                             capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, f"sshd {name} did not come up"
-            time.sleep(0.3)
+    node_env = {"PATH": f"{FAKES}:/usr/bin:/bin", "FAKE_NPU_SMI": npu_host["env"]["FAKE_NPU_SMI"]}
+    private = ["unshare", "--mount", "--propagation", "private", "sh", "-c",  # the same path, another disk
+               f'mount -t tmpfs vd-local "{ckpts}" && exec "$@"', "node-local"]
+    env, daemons = start_nodes(tmp_path / "ssh", {"worker1": {"env": node_env},
+                                                  "worker2": {"env": node_env, "wrap": private}})
     yield {"env": {**npu_host["env"], **env}, "ckpts": ckpts}
-    for daemon in daemons:
-        daemon.terminate()
-        daemon.wait(timeout=10)
+    stop_nodes(daemons)
 
 
 def _storage(nodes, *extra):

@@ -153,7 +153,8 @@ def _judge(area: Area, spec: RunSpec, nodes: list[str], ranks: list[dict], heade
     best = max(min(values) for values in per_node.values())
     for node, values in per_node.items():
         slowest = min(values)
-        area.data["nodes"][node] = {"ranks": len(values), "busbw_gbps": round(slowest, 3)}
+        header = headers.get(node, {})
+        area.data["nodes"][node] = {"ranks": len(values), "busbw_gbps": round(slowest, 3), "python": header.get("python")}
         text = (f"{node}: {len(values)} rank(s), bus bandwidth {slowest:.2f} GB/s ({', '.join(sorted(b for b in backends if b))}, "
                 f"{mb:g} MB x {iters})")
         if len(per_node) > 1 and slowest < SLOW * best:

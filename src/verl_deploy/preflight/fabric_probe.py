@@ -15,6 +15,12 @@ import sys
 import time
 
 
+def say(record):
+    """One JSON line in one write(2): the ranks print at once, and a pipe keeps a write under 4 KiB whole (print's
+    separate writes of the text and the newline let two ranks' lines run together)."""
+    os.write(1, (json.dumps(record) + "\n").encode())
+
+
 def pick_backend(kind):
     if kind == "npu" and importlib.util.find_spec("torch_npu") is not None:
         return "hccl", "torch_npu importable"
@@ -63,14 +69,14 @@ def rank_main(args, rank, local, device, backend):
     except BaseException as exc:  # noqa: BLE001 - reported, never a traceback
         text = " ".join(str(exc).split())[:400]
         result["error"] = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    print(json.dumps(result), flush=True)
+    say(result)
     os._exit(0)
 
 
 def main():
     args = json.loads(sys.argv[1])
     backend, why = pick_backend(args["kind"]) if args["backend"] == "auto" else (args["backend"], "asked for")
-    print(json.dumps({"node": args["node"], "backend": backend, "why": why}), flush=True)
+    say({"node": args["node"], "backend": backend, "why": why, "python": sys.executable})  # which python3 ran it
     context = multiprocessing.get_context("fork")
     ranks = []
     per_node = len(args["devices"])
@@ -84,9 +90,8 @@ def main():
         process.join(max(0.1, deadline - time.monotonic()))
         if process.is_alive():
             process.kill()
-            print(json.dumps({"rank": rank, "node": args["node"], "device": device, "backend": backend, "ok": False,
-                              "error": f"no answer within {args['timeout']} s (hung at the first collective)"}),
-                  flush=True)
+            say({"rank": rank, "node": args["node"], "device": device, "backend": backend, "ok": False,
+                 "error": f"no answer within {args['timeout']} s (hung at the first collective)"})
 
 
 if __name__ == "__main__":
