@@ -149,3 +149,22 @@ def test_reuse_ray_uses_the_running_cluster_and_never_stops_it(npu_host, foreign
         time.sleep(0.5)
     assert "started this run's Ray head" not in Path(run["log"]).read_text()
     assert _foreign_alive(foreign)
+
+
+@pytest.mark.parametrize("auth", ["disabled"], indirect=True)
+def test_a_rehearsal_and_the_real_run_all_use_the_warm_cluster_with_reuse_ray(npu_host, foreign):
+    """#28.1: `launch --rehearse --reuse-ray` runs both rehearsal parts and the real run on the running cluster (no
+    Ray start between them), and leaves that cluster running."""
+    run, env = _launch(npu_host, foreign, "--reuse-ray", "--rehearse")
+    deadline = time.monotonic() + 240
+    while json.loads(run_cli("status", run["id"], "--json", env=env).stdout)["state"] not in ("succeeded", "failed"):
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    runs = json.loads(run_cli("runs", "--json", env=env).stdout)["runs"]
+    assert len(runs) == 3 and runs[0]["id"] == run["id"]  # save part, resume part, then the real run
+    for each in runs:
+        log = Path(json.loads(run_cli("status", each["id"], "--json", env=env).stdout)["log"]).read_text()
+        assert re.search(r"reusing the Ray cluster at 127\.0\.0\.1:\d+", log), log[-2000:]
+        assert "started this run's Ray head" not in log
+    assert json.loads(run_cli("status", run["id"], "--json", env=env).stdout)["state"] == "succeeded"
+    assert _foreign_alive(foreign)
