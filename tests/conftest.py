@@ -257,7 +257,7 @@ def webhook_server():
 # tests (a module- or session-scoped cluster, the session's Docker engine) is one xdist group, so one worker
 # owns that service and starts it once. Grouped tests are sent first: they are the long, serial part.
 TIERS = {
-    "test_docker_real.py": ("docker",), "test_script_failures_docker.py": ("docker",),
+    "test_docker_real.py": ("docker",), "test_script_failures_docker.py": ("docker",), "test_two_containers.py": ("docker",),
     "test_slurm.py": ("slurm", "ray"), "test_slurm_names.py": ("slurm", "ray"),
     "test_ray.py": ("ray",), "test_ray_nodes.py": ("ray",), "test_ray_ownership.py": ("ray",),
     "test_release_detection.py": ("realverl",), "test_rule_inventory.py": ("realverl",),
@@ -267,6 +267,7 @@ TIERS = {
 }
 GROUPS = {
     "test_docker_real.py": "docker", "test_script_failures_docker.py": "docker",  # one dockerd per session
+    "test_two_containers.py": "docker",
     "test_slurm.py": "slurm", "test_slurm_names.py": "slurm",  # slurmctld + slurmd of this host, one at a time
     "test_ray.py": "test_ray.py",  # its module-scoped Ray heads
 }
