@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from test_launch import STANDIN, launch
 
 SPLIT = ["--train-tp", "2", "--train-pp", "1", "--trainer-gpus", "4", "--rollout-gpus", "4", "--mini-batch-size", "8"]
@@ -45,6 +47,13 @@ def test_an_async_run_succeeds_and_status_shows_its_staleness_metrics(async_trai
     log = open(final["attempts"][0]["log"]).read()
     entry = "fully_async_main" if mode == "fully-async" else "verl.trainer.main_ppo"
     assert entry in log or entry in open(final["attempts"][0]["log"].rsplit("/", 1)[0] + "/scripts/run_training.sh").read()
+    # the report plots the mode's staleness / weight-sync metrics together, under their own heading
+    out = async_trainer["ckpts"].parent / "report"
+    shown = run_cli("report", final["id"], "--output", str(out), "--json", env=async_trainer["env"])
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    written = json.loads(shown.stdout)
+    groups = {Path(p).stem.split("-")[0] for p in written["plots"]}
+    assert "async" in groups and "Off-policy staleness and weight sync" in Path(written["html"]).read_text()
 
 
 @pytest.mark.parametrize("mode", ["separate-async", "fully-async"])

@@ -30,10 +30,13 @@ GROUPS: tuple[tuple[str, str, Callable[[str], bool]], ...] = (
                                                                        "response/", "prompt/"))),
     ("entropy", "Entropy", lambda k: "entropy" in k),
     ("actor", "Actor losses, clip fractions, KL, gradient", lambda k: k.startswith("actor/")),
+    # the async modes: V1 trainer's replay buffer (training/off_policy/...) and fully-async's counters
+    ("async", "Off-policy staleness and weight sync", lambda k: k.startswith(("training/off_policy/", "fully_async/", "separate_async/"))
+     or k == "timing_s/update_weights"),
     ("timing", "Timing and throughput", lambda k: k.startswith(("timing_s/", "timing_per_token_ms/", "perf/"))),
     ("other", "Other metrics", lambda k: True),
 )
-ORDER = ("validation", "reward", "lengths", "actor", "entropy", "timing", "other")  # as the report shows them
+ORDER = ("validation", "reward", "lengths", "actor", "entropy", "async", "timing", "other")  # as the report shows them
 PLOT_LIMIT = 1e300  # |value| beyond this is not drawn (matplotlib's ticks overflow near float's maximum)
 # kind -> (colour, line style, marker, where the marker sits as a fraction of the axis height)
 MARK_STYLE = {"attempt": ("#6f42c1", (0, (5, 3)), "D", 0.5),
