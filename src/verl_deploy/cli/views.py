@@ -70,9 +70,8 @@ def shown_fields(prepared: Prepared, everything: bool) -> list[tuple[str, str, s
     for title, names in SECTIONS:
         for name in names:
             value, source = shown_value(prepared, name)
-            if everything or name in DECIDING or source not in ("default", "derived"):
-                if everything or value != "—" or source not in ("default", "derived"):
-                    rows.append((title, name, value, source))
+            if everything or source not in ("default", "derived") or (name in DECIDING and value != "—"):
+                rows.append((title, name, value, source))
     return rows
 
 
