@@ -15,7 +15,12 @@ def test_the_oom_fix_names_the_recompute_values_the_feature_sets(tmp_path):
     from verl_deploy.watch.signatures import load_table
 
     fix = " ".join(load_table().failure_class("device_oom").fix.split())
-    for knob, value in BY_NAME["recompute"].on.items():
+    from verl_deploy.spec import RunSpec
+
+    spec = RunSpec()  # the feature sets the granularity; how it recomputes is the spec's (block, 8 by default)
+    applied = {**BY_NAME["recompute"].on, "recompute_method": spec.recompute_method,
+               "recompute_num_layers": spec.recompute_num_layers}
+    for knob, value in applied.items():
         assert f"{knob}={value}" in fix, (knob, value)
     shown = run_cli("diagnose", str(verl_log(Path(tmp_path) / "train.log"))).stdout
     flat = " ".join(re.sub(r"\s+", " ", shown).split())

@@ -34,11 +34,32 @@ def test_imported_config_plans_and_says_where_each_value_came_from(tmp_path):
 
 
 def test_check_lists_the_keys_that_still_differ(tmp_path):
-    result = run_cli("import", str(DAPO_070), "--check", *BASE, "--json")
+    gptoss = SCRIPTS / "verl-v0.7.0" / "recipe" / "dapo" / "test_dapo_gptoss_20b_megatron.sh"
+    result = run_cli("import", str(gptoss), "--check", *BASE, "--json")
     data = json.loads(result.stdout)
     assert result.returncode == 1 and data["ok"] is False
-    assert any(line.startswith("trainer.max_actor_ckpt_to_keep: the script gives None") for line in data["differences"])
-    assert not any("ulysses" in line for line in data["differences"])  # an override carried it over
+    # Megatron's attention_backend=auto: the flash_attn feature sends flash (on) or fused (off)
+    assert [line.split(":")[0] for line in data["differences"]] == [
+        "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend"], data["differences"]
+    assert "'auto'" in data["differences"][0]
+    # uniform recompute of 1 layer, as the script says, through the spec's recompute fields
+    assert data["fields"]["recompute_method"] == "uniform" and data["fields"]["recompute_num_layers"] == 1
+    assert "recompute" in data["fields"]["features"]
+
+
+def test_check_of_verls_own_script_is_equivalent_and_names_the_keys_it_adds(tmp_path):
+    result = run_cli("import", str(DAPO_070), "--check", *BASE)
+    assert result.returncode == 0, result.stdout + result.stderr
+    flat = " ".join(result.stdout.split())
+    assert "equivalent: the generated launch composes to the script's verl 0.7.0 config" in flat
+    # verl 0.7.0's reward loop reads reward_kwargs.overlong_buffer_cfg; the script sets only the recipe's keys
+    assert "added: reward_model.reward_kwargs.overlong_buffer_cfg.len=4096, a copy of the script's " \
+           "reward_model.overlong_buffer.len" in flat
+    data = json.loads(run_cli("import", str(DAPO_070), "--check", *BASE, "--json").stdout)
+    assert data["ok"] is True and data["differences"] == []
+    assert data["fields"]["max_ckpt_to_keep"] is None  # verl's null: every checkpoint kept, as the script does
+    assert {"key": "reward_model.reward_kwargs.overlong_buffer_cfg.len", "value": 4096,
+            "copy_of": "reward_model.overlong_buffer.len"} in data["added_as_copies"]
 
 
 def test_check_of_a_generated_script_is_equivalent(tmp_path):
@@ -53,11 +74,13 @@ def test_refusals_are_one_line_and_leave_no_file(tmp_path):
     out = tmp_path / "c.yaml"
     no_launch = tmp_path / "prep.sh"
     no_launch.write_text("#!/bin/bash\nwget https://example.invalid/data.parquet\n")
-    grpo = SCRIPTS / "verl-v0.7.0" / "examples" / "grpo_trainer" / "run_qwen3-8b.sh"
+    ppo = tmp_path / "ppo.sh"  # verl's PPO with a critic (GAE): no verl-deploy algorithm runs it
+    ppo.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae \\\n"
+                   "    data.train_batch_size=64 trainer.n_gpus_per_node=8\n")
     cases = [
         (["import", str(no_launch), "--output", str(out)], "no `python3 -m ENTRY"),
         (["import", str(tmp_path / "missing.sh"), "--output", str(out)], "no such file"),
-        (["import", str(grpo), "--output", str(out), *BASE], "no verl-deploy mode"),
+        (["import", str(ppo), "--output", str(out), *BASE], "adv_estimator=gae: verl-deploy runs DAPO and GRPO"),
         (["import", str(DAPO_070)], "--output"),
         (["import", str(DAPO_070), "--output", str(out), "--env", "NOT A PAIR"], "NAME=VALUE"),
     ]

@@ -53,6 +53,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "remove_padding": ("USE_REMOVE_PADDING", "features"),
     "use_dynamic_bsz": ("USE_DYNAMIC_BSZ", "features"),
     "param_offload": ("PARAM_OFFLOAD", "features"),
+    "ref_param_offload": ("REF_PARAM_OFFLOAD", "features"),
     "grad_offload": ("GRAD_OFFLOAD", "features"),
     "optimizer_offload": ("OPTIMIZER_OFFLOAD", "features"),
     "prefix_caching": ("ENABLE_PREFIX_CACHING", "features"),
@@ -204,6 +205,7 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("max_num_batched_tokens", spec.token_budget),
         ("max_model_len", spec.token_budget),
         ("temperature", spec.temperature),
+        ("val_temperature", spec.temperature),
         ("top_p", 1.0),
         ("top_k", -1),
         ("val_do_sample", True),
@@ -219,7 +221,12 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         grpo = dict(GRPO_KNOBS)
         knobs = [(knob, grpo.pop(knob, value)) for knob, value in knobs if knob not in GRPO_DROPS]
         knobs += list(grpo.items())
-    knobs += list(feature_registry.knob_values(states).items())
+    feature_knobs = feature_registry.knob_values(states)
+    if feature_knobs.get("recompute_granularity") == "full":  # how it recomputes is the spec's
+        feature_knobs.update(recompute_method=spec.recompute_method, recompute_num_layers=spec.recompute_num_layers)
+    knobs += list(feature_knobs.items())
+    if "remove_padding" in feature_knobs:  # Megatron's model key follows the feature (profiles/base.py)
+        knobs += [("model_remove_padding", feature_knobs["remove_padding"])]
     if spec.device == "npu":  # verl's NPU scripts: torch.compile off for the actor and the reference
         knobs += [("use_torch_compile", False)]
     knobs += [
@@ -246,7 +253,8 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
             ("trigger_parameter_sync_step", spec.effective_parameter_sync_step),
             ("require_batches", 1),
             ("partial_rollout", spec.partial_rollout),
-            ("total_rollout_steps", spec.train_steps * spec.batch_size),
+            # null: the rollouter counts total_epochs x its loader (fully_async_rollouter.py)
+            ("total_rollout_steps", spec.train_steps * spec.batch_size if spec.train_steps else None),
         ]
     if one_step_off or spec.mode == "fully-async":
         knobs += [

@@ -57,8 +57,8 @@ REGISTRY: tuple[Feature, ...] = (
     ),
     Feature(
         "offload", "memory", False, "Offload parameters, gradients and optimizer state to host memory",
-        on={"param_offload": True, "grad_offload": True, "optimizer_offload": True},
-        off={"param_offload": False, "grad_offload": False, "optimizer_offload": False},
+        on={"param_offload": True, "grad_offload": True, "optimizer_offload": True, "ref_param_offload": True},
+        off={"param_offload": False, "grad_offload": False, "optimizer_offload": False, "ref_param_offload": False},
         bit=2, mask_label="Offload",
     ),
     Feature(
@@ -67,8 +67,9 @@ REGISTRY: tuple[Feature, ...] = (
         bit=3, mask_label="PfxCache", aliases=("pfxcache", "prefix_caching"),
     ),
     Feature(
-        "recompute", "memory", False, "Recompute: recompute activations (full, block, 8 layers) instead of keeping them",
-        on={"recompute_granularity": "full", "recompute_method": "block", "recompute_num_layers": 8},
+        "recompute", "memory", False, "Recompute: recompute activations (full granularity; --recompute-method, "
+        "--recompute-num-layers, block and 8 by default) instead of keeping them",
+        on={"recompute_granularity": "full"},
         off={},
         bit=4, mask_label="Recompute", frameworks=("megatron",),
         note="FSDP has no recompute feature; use gradient_checkpointing",
@@ -94,6 +95,20 @@ REGISTRY: tuple[Feature, ...] = (
         on={"gradient_checkpointing": True}, off={"gradient_checkpointing": False},
         frameworks=("fsdp",), aliases=("grad_ckpt", "activation_checkpointing"),
         note="Megatron uses recompute for the same purpose",
+    ),
+    Feature(
+        "param_offload", "memory", False, "Offload the actor's parameters only (offload does parameters, gradients "
+        "and optimizer state)", on={"param_offload": True}, off={"param_offload": False},
+        note="verl's large-model GRPO scripts offload parameters and keep the optimizer on the device",
+    ),
+    Feature(
+        "optimizer_offload", "memory", False, "Offload the actor's optimizer state only",
+        on={"optimizer_offload": True}, off={"optimizer_offload": False},
+    ),
+    Feature(
+        "ref_offload", "memory", False, "Offload the reference model's parameters to host memory (the actor's stay)",
+        on={"ref_param_offload": True}, off={"ref_param_offload": False}, aliases=("ref_param_offload",),
+        note="verl's GRPO example scripts set it; offload includes it",
     ),
     Feature(
         "chunked_prefill", "optional", False, "Chunked Prefill in the rollout engine",
@@ -231,14 +246,21 @@ def resolve(
 
 
 def knob_values(states: Iterable[FeatureState]) -> dict[str, object]:
-    """The knob settings the features ask for, with `forces` applied last."""
+    """The knob settings the features ask for: a feature that is on wins a knob another one turns off
+    (offload off, ref_offload on: the reference is offloaded); `forces` apply last."""
     knobs: dict[str, object] = {}
+    set_on: set[str] = set()
     forced: dict[str, object] = {}
     for state in states:
         if state.why == "n/a":
             continue
         feature = BY_NAME[state.name]
-        knobs.update(feature.on if state.on else feature.off)
+        for knob, value in (feature.on if state.on else feature.off).items():
+            if knob in set_on and not state.on:
+                continue
+            knobs[knob] = value
+            if state.on:
+                set_on.add(knob)
         if state.on:
             forced.update(feature.forces)
     knobs.update(forced)

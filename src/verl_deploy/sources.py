@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import typing
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -189,9 +190,9 @@ def resolve(
     sources: dict[str, str] = {}
     findings: list[Finding] = []
 
-    def layer(new: Mapping[str, Any], label: str | Mapping[str, str]) -> None:
+    def layer(new: Mapping[str, Any], label: str | Mapping[str, str], nulls: bool = False) -> None:
         for key, value in new.items():
-            if value is None:
+            if value is None and not (nulls and _takes_null(key)):
                 continue
             values[key] = value
             sources[key] = label if isinstance(label, str) else label[key]
@@ -200,7 +201,7 @@ def resolve(
     if config_file is not None:
         file_values, problems = load_config_file(config_file)
         findings += problems
-        layer(file_values, f"file {config_file}")
+        layer(file_values, f"file {config_file}", nulls=True)  # `max_ckpt_to_keep: null` is verl's null
     try:
         stored_key = load_swanlab_key()
     except UnreadableFile as exc:
@@ -259,6 +260,13 @@ def resolve(
         sources["logger"] = spec.sources["logger"]
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
+
+
+def _takes_null(name: str) -> bool:
+    """A spec field where a config file's null is a value (verl's null: keep every checkpoint, count the steps
+    from the epochs), not "unset"."""
+    field = RunSpec.model_fields.get(name)
+    return field is not None and field.default is not None and type(None) in typing.get_args(field.annotation)
 
 
 def _version_from_the_tree_that_runs(values: dict[str, Any], sources: dict[str, str]) -> None:

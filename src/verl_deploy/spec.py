@@ -186,7 +186,8 @@ class RunSpec(BaseModel):
     host_memory_gb: Optional[float] = Field(None, gt=0, le=1_000_000, description="host RAM per node in GiB")
 
     # hyper-parameters
-    train_steps: int = Field(100, ge=1, le=10_000_000)
+    # None: verl's own count, total_epochs x batches per epoch (trainer.total_training_steps: null)
+    train_steps: Optional[int] = Field(100, ge=1, le=10_000_000)
     batch_size: int = Field(32, ge=1, le=1_000_000)
     mini_batch_size: Optional[int] = Field(None, ge=1, le=1_000_000)
     gen_batch_size: Optional[int] = Field(None, ge=1, le=10_000_000)
@@ -201,7 +202,8 @@ class RunSpec(BaseModel):
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
                            "token-sum"] = "token-mean"
     filter_groups: bool = True
-    filter_groups_metric: str = "acc"
+    # None (null) is refused by the rules when group filtering is on: the trainer reads the metric by name
+    filter_groups_metric: Optional[str] = "acc"
     max_num_gen_batches: int = Field(10, ge=0)
     overlong_buffer: bool = True
     overlong_buffer_len: Optional[int] = Field(None, ge=1)
@@ -232,10 +234,14 @@ class RunSpec(BaseModel):
     save_freq: int = Field(10, ge=-1)
     test_freq: int = Field(10, ge=-1)
     val_before_train: bool = False
-    max_ckpt_to_keep: int = Field(2, ge=1)
+    # None: keep every checkpoint (verl's default, trainer.max_actor_ckpt_to_keep: null)
+    max_ckpt_to_keep: Optional[int] = Field(2, ge=1)
 
     # features
     mask: Optional[str] = None
+    # how the recompute feature recomputes (Megatron): verl's large-model scripts use uniform, 1 layer
+    recompute_method: Literal["block", "uniform"] = "block"
+    recompute_num_layers: int = Field(8, ge=1, le=1024)
     features: list[str] = Field(default_factory=list)
     no_default_features: bool = False
     oom_features: list[str] = Field(default_factory=list)

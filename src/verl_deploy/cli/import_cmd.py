@@ -65,7 +65,7 @@ def import_command(
     except ImportProblem as exc:
         raise fail([error("script", str(exc), exc.fix)], as_json=json_output) from None
     if result.problem:
-        raise fail([error("script", result.problem, "import a DAPO or one-step-off script")], as_json=json_output)
+        raise fail([error("script", result.problem, "import a DAPO, GRPO (adv_estimator=grpo) or one-step-off script")], as_json=json_output)
     migrated = None
     if to:
         from verl_deploy.importer.migrate import MigrateProblem, migrate_values
@@ -88,6 +88,7 @@ def import_command(
         "unreadable": [{"line": u.line, "why": u.why} for u in result.unreadable],
         "environment": sorted(result.reading.environment), "field_problems": result.field_problems,
         "differences": [d.line() for d in result.remaining], "paths_differ": [d.line() for d in result.aside],
+        "added_as_copies": [{"key": d.key, "value": d.generated, "copy_of": copied} for d, copied in result.mirrored],
         "migrated": migrated.as_dict() if migrated is not None else None,
     }
     if json_output:
@@ -113,5 +114,8 @@ def import_command(
             else:
                 out.print(f"equivalent: the generated launch composes to the script's verl {result.version} config "
                           "(paths aside)", soft_wrap=True)
+            for diff, copied in result.mirrored:
+                out.print(f"  added: {diff.key}={diff.generated!r}, a copy of the script's {copied} (a second code "
+                          "path of this release reads it)", soft_wrap=True)
     if check and result.remaining:
         raise typer.Exit(1)

@@ -171,6 +171,11 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                      rich_help_panel="Features")),
     ("no_default_features", Optional[bool], _opt("--no-default-features", help="Start with every feature off.",
                                                  rich_help_panel="Features")),
+    ("recompute_method", Optional[str], _opt("--recompute-method", help="block (default) | uniform: how the "
+                                             "recompute feature recomputes (Megatron).", rich_help_panel="Features")),
+    ("recompute_num_layers", Optional[int], _opt("--recompute-num-layers", help="Layers the recompute feature "
+                                                 "recomputes: per stage (block) or per chunk (uniform); default 8.",
+                                                 rich_help_panel="Features")),
     ("max_oom_retries", Optional[int], _opt("--max-oom-retries", help="OOM retries with memory features (default 2).",
                                             rich_help_panel="Features")),
     ("swanlab", Optional[str], _opt("--swanlab", help="yes | no: log to SwanLab (default: yes when a host is set).",

@@ -19,7 +19,7 @@ SECTIONS: list[tuple[str, tuple[str, ...]]] = [
                           "save_freq", "test_freq", "val_before_train", "max_ckpt_to_keep")),
     ("Parallelism", ("train_tp", "train_pp", "train_cp", "gen_tp", "allow_tp_mismatch", "rollout_engine",
                      "gpu_memory_utilization")),
-    ("Features", ("mask", "features", "no_default_features", "estimate_features", "oom_features", "max_oom_retries")),
+    ("Features", ("mask", "features", "recompute_method", "recompute_num_layers", "no_default_features", "estimate_features", "oom_features", "max_oom_retries")),
     ("Logging", ("logger", "swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace",
                  "swanlab_log_dir", "project_name", "experiment_name")),
     ("Extra", ("overrides", "strict", "nearest_profile")),

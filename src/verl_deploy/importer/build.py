@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from verl_deploy.compiler import compile_plan
 from verl_deploy.hydra_text import format_value
 from verl_deploy.importer import compose as composing
-from verl_deploy.importer.fields import FIELD_KNOBS, PATH_KNOBS, features_of, keys_of
+from verl_deploy.importer.fields import FIELD_KNOBS, PATH_KNOBS, UNSET, features_of, keys_of
 from verl_deploy.importer.launch import Launch, find_launch
 from verl_deploy.importer.shell import Reading, Unknown, read_script
 from verl_deploy.override_owners import owner_flag
@@ -50,11 +50,18 @@ class Imported:
     mode: str | None
     framework: str
     device: str
+    algorithm: str = "dapo"
+    dapo_source: str | None = None
+    mechanism: str = "dapo"  # the profile's key for the verl entry (modes.mechanism): what keys_for reads
     values: dict[str, Any] = field(default_factory=dict)  # spec field -> value, for CONFIG.yaml
     provenance: dict[str, str] = field(default_factory=dict)  # spec field -> where the value came from
     overrides: list[tuple[str, str]] = field(default_factory=list)  # (override text, where it came from)
     remaining: list[composing.Difference] = field(default_factory=list)  # owned keys that still differ
     aside: list[composing.Difference] = field(default_factory=list)  # path keys (compared apart)
+    # keys only the launch has, sent as a copy of a key the script sets (Key.mirror), with that key
+    mirrored: list[tuple[composing.Difference, str]] = field(default_factory=list)
+    # keys that differ as text and that verl reads the same (a one-item list, a default read when absent)
+    read_alike: list[composing.Difference] = field(default_factory=list)
     # of `remaining`: keys only the launch has, which the profile adds with `+` (verl's config lacks them)
     additions: list[composing.Difference] = field(default_factory=list)
     field_problems: list[str] = field(default_factory=list)
@@ -127,13 +134,43 @@ def import_script(path: str, *, verl_version: str | None = None, verl_dir: str |
     device_key = keys_of(profile, "device", framework, "gpu", "dapo")
     device = "npu" if device_key and original.resolved.get(device_key[0]) == "npu" else "gpu"
     result = Imported(path, launch, reading, version, why, entry.mode, framework, device)
-    if entry.mode is None:
-        result.problem = (f"{launch.entry} (config {config_name}) is verl's plain PPO/GRPO trainer: no verl-deploy mode "
-                          "runs it, so no equivalent config can be written")
+    run = _run_of(entry, original.resolved, profile, framework, device, version)
+    if isinstance(run, str):
+        result.problem = f"{launch.entry} (config {config_name}): {run}"
         return result
+    result.mode, result.algorithm, result.dapo_source, result.mechanism = run
     _fields_from(result, original.resolved, profile)
     _complete(result, original, source, profile)
     return result
+
+
+def _run_of(entry, effective: dict[str, Any], profile: Profile, framework: str, device: str,
+            version: str) -> tuple[str, str, str | None, str] | str:
+    """(mode, algorithm, dapo_source, profile mechanism) of what the script runs, or why no mode runs it.
+
+    verl.trainer.main_ppo is GRPO (adv_estimator grpo), DAPO from verl's core on >= 0.9.0 (group filtering on)
+    and the V1 async modes (trainer.v1.trainer_mode); the recipe entries are DAPO and one-step-off, GRPO when
+    the reward manager is not DAPO's."""
+    from verl_deploy.profiles.modes import V1_MODES, release_tuple
+
+    reward = next((effective[k] for k in keys_of(profile, "reward_manager", framework, device, entry.mode or "ppo")
+                   if k in effective), None)
+    if entry.mode is not None:  # the recipe trainers
+        algorithm = "dapo" if entry.mode == "dapo" or reward == "dapo" else "grpo"
+        return entry.mode, algorithm, None, entry.mode
+    estimator = effective.get("algorithm.adv_estimator")
+    if estimator != "grpo":
+        return (f"verl's PPO trainer with algorithm.adv_estimator={estimator}: verl-deploy runs DAPO and GRPO "
+                "(adv_estimator grpo), so no equivalent config can be written")
+    v1 = release_tuple(version) >= (0, 9, 0) and effective.get("trainer.use_v1", True) is not False
+    mode = "dapo"
+    if v1:
+        trainer_mode = effective.get("trainer.v1.trainer_mode", "sync")
+        mode = next((m for m, name in V1_MODES.items() if name == trainer_mode), "dapo")
+    filtering = effective.get("algorithm.filter_groups.enable") is True
+    if v1 and filtering and mode == "dapo":
+        return "dapo", "dapo", "core", "ppo"
+    return mode, "grpo", None, "ppo" if mode == "dapo" else mode
 
 
 def _generated_for(path: str) -> str | None:
@@ -188,13 +225,19 @@ def _guess_version(launch: Launch, entry, config_name: str, locate_source) -> tu
 
 
 def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) -> None:
-    mode, framework, device = result.mode or "dapo", result.framework, result.device
+    mode, framework, device, mechanism = result.mode or "dapo", result.framework, result.device, result.mechanism
     values: dict[str, Any] = {"mode": mode, "framework": framework, "device": device,
                               "verl_version": result.version}
     provenance = {"mode": f"entry {result.launch.entry}", "framework": "the config name and strategy",
                   "device": "the trainer's device key", "verl_version": result.version_why}
+    if result.algorithm != "dapo":
+        values["algorithm"] = result.algorithm
+        provenance["algorithm"] = "algorithm.adv_estimator and the reward manager"
+    if result.dapo_source:
+        values["dapo_source"] = result.dapo_source
+        provenance["dapo_source"] = f"{result.launch.entry} with algorithm.filter_groups on (DAPO in verl's core)"
     for knob, name, convert in FIELD_KNOBS:
-        keys = keys_of(profile, knob, framework, device, mode)
+        keys = keys_of(profile, knob, framework, device, mechanism)
         key = next((k for k in keys if k in effective), None)
         if key is None:
             continue
@@ -203,10 +246,17 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         except ValueError as exc:
             result.field_problems.append(f"{name}: {key}={effective[key]!r} is {exc}")
             continue
+        if value is UNSET:
+            continue
         values[name] = value
         provenance[name] = _where(result.launch, key) or f"verl {result.version}'s default for {key}"
+    if "logger" in values:  # SwanLab is on exactly when the script logs to it
+        values["swanlab"] = "swanlab" in values["logger"]
+        provenance["swanlab"] = provenance["logger"]
+    from verl_deploy.spec import SPLIT_MODES
+
     gpus = values.pop("trainer_gpus", None)
-    if mode == "dapo" and gpus is not None:
+    if mode not in SPLIT_MODES and gpus is not None:
         values["devices"] = gpus
         provenance["devices"] = provenance.pop("trainer_gpus")
     elif gpus is not None:
@@ -215,7 +265,7 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         provenance["devices"] = "trainer + rollout devices"
     else:
         values.pop("rollout_gpus", None)
-    values["features"] = features_of(effective, profile, framework, device, mode)
+    values["features"] = features_of(effective, profile, framework, device, mechanism)
     provenance["features"] = "the features' keys in the script's config"
     result.values, result.provenance = values, provenance
     _validated(result)
@@ -251,7 +301,7 @@ def _complete(result: Imported, original: composing.Composed, source, profile: P
     """Add an override for every key that differs and that an override may set; keep the rest."""
     aside_keys: set[str] = set()
     for knob in PATH_KNOBS:
-        aside_keys.update(keys_of(profile, knob, result.framework, result.device, result.mode or "dapo"))
+        aside_keys.update(keys_of(profile, knob, result.framework, result.device, result.mechanism))
     given: dict[str, tuple[str, str]] = {}  # key -> (override text, provenance)
     for round_ in range(MAX_ROUNDS + 1):
         result.overrides = list(given.values())
@@ -259,7 +309,7 @@ def _complete(result: Imported, original: composing.Composed, source, profile: P
         plan = compile_plan(spec, profile)
         try:
             generated = composing.compose(source, plan.entry_module, plan.config_name, plan.argv()[3:], profile,
-                                          result.framework, result.mode)
+                                          result.framework, result.mechanism)
         except composing.ComposeProblem as exc:
             raise ImportProblem(f"the generated launch does not compose with verl {result.version}: {exc}",
                                 "report this script with `verl-deploy import --json`") from None
@@ -282,9 +332,38 @@ def _complete(result: Imported, original: composing.Composed, source, profile: P
             break
     result.overrides = list(given.values())
     result.aside = [d for d in diffs if d.key in aside_keys and not _same_path(d)]
-    result.remaining = [d for d in diffs if d.key not in aside_keys]
+    owners = {o.key: o for o in plan.overrides}
+    result.remaining, result.mirrored = [], []
+    result.read_alike = [d for d in diffs if d.key in aside_keys and _same_path(d)]  # a path and the list of it
+    for diff in diffs:
+        if diff.key in aside_keys:
+            continue
+        key = _profile_key(profile, owners.get(diff.key), result)
+        if key is not None and key.one_is_list and not diff.missing and _same_path(diff):
+            result.read_alike.append(diff)  # 'console' and [console] are one logger list to verl
+            continue
+        if diff.missing == "original" and key is not None:
+            if key.has_absent and composing.same(key.absent, diff.generated):
+                result.read_alike.append(diff)  # verl reads this value when the key is absent: the same run
+                continue
+            if key.mirror and key.mirror in original.resolved and composing.same(original.resolved[key.mirror],
+                                                                                  diff.generated):
+                result.mirrored.append((diff, key.mirror))
+                continue
+        result.remaining.append(diff)
     plus = {o.key for o in plan.overrides if o.prefix in ("+", "++") and o.origin != "--override"}
     result.additions = [d for d in result.remaining if d.missing == "original" and d.key in plus]
+
+
+def _profile_key(profile: Profile, sent, result: Imported):
+    """The profile's Key behind an override the plan sends (None for the user's own overrides)."""
+    if sent is None or sent.origin in ("", "--override"):
+        return None
+    try:
+        found = profile.keys_for(sent.origin, result.framework, result.device, result.mechanism)
+    except KeyError:
+        return None
+    return next((k for k in found if k.path == sent.key), None)
 
 
 def _same_path(diff: composing.Difference) -> bool:

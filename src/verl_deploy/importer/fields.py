@@ -47,9 +47,30 @@ def _text(value: Any) -> str:
     return value
 
 
-def _swanlab(value: Any) -> bool:
+def _or_null(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A field where verl's null means something of its own (keep every checkpoint, count the steps from
+    the epochs): null stays null."""
+    return lambda value: None if value is None else convert(value)
+
+
+class Unset:
+    """A converter's answer for verl's null where the spec field has no null: the field keeps its default."""
+
+
+UNSET = Unset()
+
+
+def _when_set(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """A field that only matters when a feature is on (verl's null there means the feature is off)."""
+    return lambda value: UNSET if value is None else convert(value)
+
+
+def _loggers(value: Any) -> list[str]:
+    """trainer.logger: one name or a list (the spec's validator names the trackers it does not set up)."""
     items = value if isinstance(value, list) else [value]
-    return "swanlab" in [str(v) for v in items]
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError("not tracker names")
+    return [str(item) for item in items]
 
 
 # knob -> (spec field, converter). Order matters only for reading.
@@ -62,7 +83,7 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("train_batch_size", "batch_size", _int),
     ("gen_batch_size", "gen_batch_size", _int),
     ("filter_groups_enable", "filter_groups", _bool),
-    ("filter_groups_metric", "filter_groups_metric", _text),
+    ("filter_groups_metric", "filter_groups_metric", _or_null(_text)),
     ("max_num_gen_batches", "max_num_gen_batches", _int),
     ("model_path", "model_path", _text),
     ("lr", "lr", _float),
@@ -85,14 +106,16 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("experiment_name", "experiment_name", _text),
     ("nnodes", "nnodes", _int),
     ("n_gpus_per_node", "trainer_gpus", _int),
-    ("total_training_steps", "train_steps", _int),
+    ("total_training_steps", "train_steps", _or_null(_int)),
     ("save_freq", "save_freq", _int),
     ("test_freq", "test_freq", _int),
     ("val_before_train", "val_before_train", _bool),
     ("default_local_dir", "ckpts_dir", _text),
-    ("max_ckpt_to_keep", "max_ckpt_to_keep", _int),
-    ("logger", "swanlab", _swanlab),
+    ("max_ckpt_to_keep", "max_ckpt_to_keep", _or_null(_int)),
+    ("logger", "logger", _loggers),
     ("rollout_pool_gpus", "rollout_gpus", _int),
+    ("recompute_method", "recompute_method", _when_set(_text)),
+    ("recompute_num_layers", "recompute_num_layers", _when_set(_int)),
 )
 
 # knobs whose keys hold paths: compared as paths (one file and a list of that one file are the same)
@@ -107,7 +130,45 @@ def keys_of(profile, knob: str, framework: str, device: str, mode: str) -> list[
 
 
 def features_of(effective: dict[str, Any], profile, framework: str, device: str, mode: str) -> list[str]:
-    """Every applicable feature named on or off, as the effective config has it (majority of its keys)."""
+    """Every applicable feature named on or off so that the keys they send are the effective config's.
+
+    Features share knobs (offload and param_offload both offload the actor's parameters; one that is on wins),
+    so the on/off choice is searched as a whole: the choice whose keys match the most of the config's, the
+    nearest to each feature's own majority vote among equals."""
+    from itertools import product
+
+    votes = _majority(effective, profile, framework, device, mode)
+    names = [name.lstrip("-") for name in votes]
+    keyed = _feature_keys(profile, framework, device, mode, names, effective)
+    best: tuple[int, int] | None = None
+    chosen = votes
+    for combo in product((True, False), repeat=len(names)):
+        states = [feature_registry.FeatureState(n, on, "user") for n, on in zip(names, combo)]
+        sent = feature_registry.knob_values(states)
+        matched = sum(1 for knob, key in keyed if knob in sent and _equal(effective[key.path], key.value_for(sent[knob])))
+        flips = sum(1 for vote, on in zip(votes, combo) if vote.startswith("-") == on)
+        score = (matched, -flips)
+        if best is None or score > best:
+            best, chosen = score, [n if on else "-" + n for n, on in zip(names, combo)]
+    return chosen
+
+
+def _feature_keys(profile, framework: str, device: str, mode: str, names: list[str], effective: dict[str, Any]):
+    """(knob, Key) of the features' knobs that the effective config holds."""
+    found = []
+    knobs = {knob for name in names for part in (feature_registry.BY_NAME[name].on, feature_registry.BY_NAME[name].off,
+                                                   feature_registry.BY_NAME[name].forces) for knob in part}
+    for knob in sorted(knobs):
+        try:
+            keys = profile.keys_for(knob, framework, device, mode)
+        except KeyError:
+            continue
+        found += [(knob, key) for key in keys if key.path in effective]
+    return found
+
+
+def _majority(effective: dict[str, Any], profile, framework: str, device: str, mode: str) -> list[str]:
+    """Each applicable feature with a key in the config, on when most of its keys hold its on-values."""
     chosen: list[str] = []
     for feature in feature_registry.REGISTRY:
         if not feature.applies_to(framework, device):

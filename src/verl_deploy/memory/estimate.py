@@ -21,7 +21,7 @@ HEADROOM = 0.0  # fragmentation is a term of the training phases now (terms.frag
 HOST_BASE_GB_PER_DEVICE = 4.0  # a Ray worker with torch and the engine, before any offload
 # feature knob -> Setup field(s), to ask "would this feature make it fit?"
 KNOB_FIELDS = {
-    "param_offload": ("param_offload", "ref_param_offload"), "grad_offload": ("grad_offload",),
+    "param_offload": ("param_offload",), "ref_param_offload": ("ref_param_offload",), "grad_offload": ("grad_offload",),
     "optimizer_offload": ("optimizer_offload",), "recompute_granularity": ("recompute",),
     "recompute_method": ("recompute_method",), "recompute_num_layers": ("recompute_layers",),
     "gradient_checkpointing": ("gradient_checkpointing",),

@@ -204,8 +204,9 @@ def setup_from_plan(plan) -> Setup:
         ref_loaded=_bool(read("use_kl_loss"), False) or _bool(read("use_kl_in_reward"), False),
         gradient_checkpointing=_bool(read("gradient_checkpointing"), False) if spec.framework == "fsdp" else False,
         recompute=(str(granularity) if granularity not in (None, "null", "") else None) if spec.framework == "megatron" else None,
-        recompute_method=(str(read("recompute_method")) if read("recompute_method") else None),
-        recompute_layers=_int(read("recompute_num_layers"), 0) or None,
+        # with recompute off these are the spec's, what turning it on (with_features) recomputes with
+        recompute_method=(str(read("recompute_method")) if read("recompute_method") else spec.recompute_method),
+        recompute_layers=_int(read("recompute_num_layers"), 0) or spec.recompute_num_layers,
         distributed_optimizer=_bool(read("use_distributed_optimizer"), True),
         optimizer_offload_fraction=min(1.0, max(0.0, _float(read("optimizer_offload_fraction"), 0.0)))
         if _bool(read("optimizer_cpu_offload"), False) else 0.0,

@@ -115,6 +115,9 @@ def probe_disk(context: Context, parameters: int | None) -> Area:
     elif free < need:
         area.error("checkpoints", text + f"; one checkpoint needs about {need / 1e9:.0f} GB",
                    "free space, or put checkpoints on a bigger volume with --ckpts-dir")
+    elif keep is None:
+        area.warning("checkpoints", text + f"; every checkpoint is kept (max_ckpt_to_keep null), ~{need / 1e9:.0f} GB "
+                     "each", "set max_ckpt_to_keep (e.g. 2) or make sure the volume holds one per --save-freq steps")
     elif free < need * keep:
         area.warning("checkpoints", text + f"; {keep} checkpoints need about {need * keep / 1e9:.0f} GB",
                      "free space, keep fewer (max_ckpt_to_keep) or raise --save-freq")

@@ -21,6 +21,15 @@ class Key:
     plus: bool = False
     # Maps the knob's value to the value this key takes (e.g. flash_attn True -> "flash").
     values: Mapping[Any, Any] | None = None
+    # a `+` key verl's code reads with a default when the config lacks it (`.get(key, default)`): a config
+    # without the key behaves as one with this value (ABSENT: no such default)
+    absent: Any = None
+    has_absent: bool = False
+    # a `+` key sent as a copy of another key's value so a second code path reads the same setting (e.g.
+    # verl 0.7.0's reward loop reads reward_kwargs.overlong_buffer_cfg, the recipe's reward_model.overlong_buffer)
+    mirror: str | None = None
+    # verl reads one value here as the list of that value
+    one_is_list: bool = False
 
     def value_for(self, value: Any) -> Any:
         if self.values is None:
@@ -88,7 +97,9 @@ COMMON: dict[str, tuple[Key, ...]] = {
     "gpu_memory_utilization": keys(A + "rollout.gpu_memory_utilization"),
     "max_num_batched_tokens": keys(A + "rollout.max_num_batched_tokens"),
     "max_model_len": keys(A + "rollout.max_model_len"),
-    "temperature": keys(A + "rollout.temperature", A + "rollout.val_kwargs.temperature"),
+    "temperature": keys(A + "rollout.temperature"),
+    # validation samples at the rollout's temperature unless an --override says otherwise (verl's default is 0)
+    "val_temperature": keys(A + "rollout.val_kwargs.temperature"),
     "top_p": keys(A + "rollout.top_p", A + "rollout.val_kwargs.top_p"),
     "top_k": keys(A + "rollout.top_k", A + "rollout.val_kwargs.top_k"),
     "val_do_sample": keys(A + "rollout.val_kwargs.do_sample"),
@@ -96,7 +107,8 @@ COMMON: dict[str, tuple[Key, ...]] = {
     "prefix_caching": keys(A + "rollout.enable_prefix_caching"),
     "chunked_prefill": keys(A + "rollout.enable_chunked_prefill"),
     # trainer
-    "logger": keys("trainer.logger"),
+    # verl's Tracking takes one name as a list of it (verl/utils/tracking.py, every supported tag)
+    "logger": (Key("trainer.logger", one_is_list=True),),
     "project_name": keys("trainer.project_name"),
     "experiment_name": keys("trainer.experiment_name"),
     "n_gpus_per_node": keys("trainer.n_gpus_per_node"),
@@ -121,10 +133,15 @@ MEGATRON: dict[str, tuple[Key, ...]] = {
     "train_tp": keys(A + "actor.megatron.tensor_model_parallel_size"),
     "train_pp": keys(A + "actor.megatron.pipeline_model_parallel_size"),
     "train_cp": keys(A + "actor.megatron.context_parallel_size"),
-    "param_offload": keys(A + "actor.megatron.param_offload", A + "ref.megatron.param_offload"),
+    "param_offload": keys(A + "actor.megatron.param_offload"),
+    "ref_param_offload": keys(A + "ref.megatron.param_offload"),
     "grad_offload": keys(A + "actor.megatron.grad_offload"),
     "optimizer_offload": keys(A + "actor.megatron.optimizer_offload"),
-    "remove_padding": keys(A + "model.use_remove_padding", A + "actor.megatron.use_remove_padding"),
+    # the Megatron actor and engine read actor.megatron.use_remove_padding (thd vs bshd, megatron_actor.py,
+    # engine/megatron/transformer_impl.py); model.use_remove_padding follows the feature but is a key of
+    # its own (verl's own default pairs model false with megatron true), so an --override may set it
+    "remove_padding": keys(A + "actor.megatron.use_remove_padding"),
+    "model_remove_padding": keys(A + "model.use_remove_padding"),
     "recompute_granularity": keys(A + "actor.megatron.override_transformer_config.recompute_granularity"),
     "recompute_method": keys(A + "actor.megatron.override_transformer_config.recompute_method"),
     "recompute_num_layers": keys(A + "actor.megatron.override_transformer_config.recompute_num_layers"),
@@ -136,13 +153,17 @@ MEGATRON: dict[str, tuple[Key, ...]] = {
 }
 
 FSDP: dict[str, tuple[Key, ...]] = {
-    "param_offload": keys(A + "actor.fsdp_config.param_offload", A + "ref.fsdp_config.param_offload"),
+    "param_offload": keys(A + "actor.fsdp_config.param_offload"),
+    "ref_param_offload": keys(A + "ref.fsdp_config.param_offload"),
     "optimizer_offload": keys(A + "actor.fsdp_config.optimizer_offload"),
     "grad_offload": (),  # FSDP has no gradient offload key
     "remove_padding": keys(A + "model.use_remove_padding"),
+    "model_remove_padding": (),  # FSDP: the feature's own key
     "gradient_checkpointing": keys(A + "model.enable_gradient_checkpointing"),
+    # verl reads override_config.get("attn_implementation", "flash_attention_2") at every supported tag
+    # (verl/workers/config/model.py, fsdp_workers.py): no key is flash attention
     "flash_attn": (Key(A + "model.override_config.attn_implementation", plus=True,
-                       values={True: "flash_attention_2", False: "sdpa"}),),
+                       values={True: "flash_attention_2", False: "sdpa"}, absent="flash_attention_2", has_absent=True),),
     "strategy": keys(A + "actor.strategy", "critic.strategy"),
 }
 

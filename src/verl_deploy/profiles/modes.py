@@ -161,10 +161,16 @@ def what_runs(spec, plan) -> str:
                 f"as its rollouter asserts); each trainer step takes mini-batch {spec.effective_mini_batch_size} "
                 f"prompts, weights sync every {spec.effective_parameter_sync_step} steps, i.e. every "
                 f"{spec.effective_mini_batch_size * spec.effective_parameter_sync_step} prompts "
-                f"(--batch-size {spec.batch_size}); {spec.train_steps} syncs = {spec.train_steps * spec.batch_size} "
-                "prompts in all (rollout.total_rollout_steps); no dynamic sampling (verl's fully-async code has no "
+                f"(--batch-size {spec.batch_size}); {_rollout_total(spec)} (rollout.total_rollout_steps); no dynamic "
+                "sampling (verl's fully-async code has no "
                 "group filtering)")
     return f"{algo} {kind} runs {plan.entry_module} on verl {version}"
+
+
+def _rollout_total(spec) -> str:
+    if spec.train_steps is None:
+        return "total_epochs x the loader's batches in all"
+    return f"{spec.train_steps} syncs = {spec.train_steps * spec.batch_size} prompts in all"
 
 
 def modes_of(version: str) -> list[str]:

@@ -35,6 +35,7 @@ PROFILE = Profile(
     overrides={
         **V070.overrides,
         "remove_padding@megatron": (Key(A + "model.use_remove_padding"),),  # no actor.megatron key in 0.6
+        "model_remove_padding@megatron": (),
         "max_model_len": keys(A + "rollout.max_model_len"),  # vllm_rollout_spmd uses it (0.7.0 ignores it)
         # recipe/dapo/main_dapo.py passes reward_model.overlong_buffer and data.max_response_length to the
         # reward manager itself and never reads reward_model.reward_kwargs (0.7.0's reward loop did): not sent

@@ -118,6 +118,15 @@ RULES: tuple[Rule, ...] = (
         "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:199 (0.9.0), 196 (0.9.1) raise ValueError "
                             "filter_groups.metric must be set",
     }),
+    Rule(algorithm.recipe_filter_groups_metric, {
+        # recipe/ is not in verl's wheels (the inventory reads those): cited without `:line`, the lines are
+        # checked against tests/fixtures/recipes by tests/test_recipe_rules.py
+        "0.6.0-0.7.0 (recipe/dapo in the tree)": "recipe/dapo/dapo_ray_trainer.py lines 211-225 (0.6.0), 233-247 "
+                                                 "(0.7.0) metric_name = filter_groups.metric; "
+                                                 "new_batch.non_tensor_batch[metric_name]",
+        "0.7.1-0.9.1 (verl-recipe dapo)": "verl-recipe dapo/dapo_ray_trainer.py lines 244-258 (e7f8895), the same "
+                                          "lookup",
+    }),
     Rule(async_modes.fully_async_rollouter_settings, {
         "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
                                      "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "

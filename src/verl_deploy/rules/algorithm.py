@@ -57,3 +57,15 @@ def rollout_mode_sync_removed(ctx: RuleContext) -> list[Finding]:
     return [error("override", f"{key}=sync: verl {ctx.spec.verl_version} removed the sync rollout and its "
                   "RolloutConfig raises 'Rollout mode 'sync' has been removed'",
                   f"drop the --override of {key} (async is the only mode since 0.7.0)")]
+
+
+def recipe_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
+    """RayDAPOTrainer.fit: group filtering reads `new_batch.non_tensor_batch[metric]`: a null metric fails
+    at the first step (KeyError: None), after the model loaded."""
+    if not ctx.plan.entry_module.endswith("dapo.main_dapo") or not ctx.flag("algorithm.filter_groups.enable", False):
+        return []
+    if ctx.get("algorithm.filter_groups.metric", None):
+        return []
+    return [error("filter_groups_metric", "algorithm.filter_groups.enable with no metric: the DAPO recipe trainer "
+                  "looks the metric up by name in each batch and fails at its first step (KeyError: None)",
+                  "give --filter-groups-metric (acc, score, seq_reward or seq_final_reward)")]

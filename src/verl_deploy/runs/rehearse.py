@@ -41,7 +41,7 @@ class Rehearsal:
 
 def rehearsal_changes(spec: RunSpec, folder: str | None = None) -> dict:
     """What the rehearsal changes in the spec (the part that saves; the resume part trains to `train_steps`)."""
-    total = min(MAX_STEPS, spec.train_steps)
+    total = min(MAX_STEPS, spec.train_steps or MAX_STEPS)
     prompt = max(MIN_LENGTH, spec.max_prompt_length // LENGTH_SHARE)
     response = max(MIN_LENGTH, spec.max_response_length // LENGTH_SHARE)
     changes: dict = {"train_steps": total, "save_step": max(1, total - 1), "max_prompt_length": prompt,

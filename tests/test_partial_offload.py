@@ -1,0 +1,68 @@
+"""The partial offload features verl's own scripts use (the actor's parameters only, its optimizer only, the
+reference only) and verl's nulls (count the steps from the epochs, keep every checkpoint), through `plan`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+A = "actor_rollout_ref."
+
+
+def _plan(tmp_path, *args: str, text: str = "") -> dict:
+    config = tmp_path / "run.yaml"
+    config.write_text("mode: dapo\nframework: megatron\ndevice: gpu\nverl_version: 0.9.1\n" + text)
+    result = run_cli("plan", "--config", str(config), "--json", *args)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    return json.loads(result.stdout)
+
+
+def _sent(data: dict, *keys: str) -> dict[str, str]:
+    pairs = dict(item.split("=", 1) for item in data["command"] if "=" in item and not item.startswith("-"))
+    return {key: pairs.get(key, "") for key in keys}
+
+
+# verl 0.9 has no actor.megatron.grad_offload (param_offload releases the gradients too)
+OFFLOAD_KEYS = (A + "actor.megatron.param_offload", A + "actor.megatron.optimizer_offload",
+                A + "ref.megatron.param_offload")
+
+
+@pytest.mark.parametrize("feature,offloaded", [
+    ("param_offload", {A + "actor.megatron.param_offload"}),
+    ("optimizer_offload", {A + "actor.megatron.optimizer_offload"}),
+    ("ref_offload", {A + "ref.megatron.param_offload"}),
+    ("offload", set(OFFLOAD_KEYS)),
+])
+def test_each_offload_feature_offloads_exactly_its_part(tmp_path, feature, offloaded):
+    data = _plan(tmp_path, "--features", feature)
+    assert not [item for item in data["command"] if "grad_offload" in item]
+    sent = _sent(data, *OFFLOAD_KEYS)
+    assert {key for key, value in sent.items() if value == "True"} == offloaded, sent
+    assert all(sent[key] == "False" for key in set(OFFLOAD_KEYS) - offloaded), sent
+
+
+def test_an_offload_feature_that_is_on_wins_over_offload_off(tmp_path):
+    sent = _sent(_plan(tmp_path, "--features", "-offload,ref_offload"), *OFFLOAD_KEYS)
+    assert sent[A + "ref.megatron.param_offload"] == "True" and sent[A + "actor.megatron.param_offload"] == "False"
+
+
+def test_the_memory_estimate_follows_the_parameters_offloaded(tmp_path):
+    kept = _plan(tmp_path)["memory"]
+    offloaded = _plan(tmp_path, "--features", "param_offload")["memory"]
+    # rollout and log-prob phases hold the actor's parameters on the device only when they are not offloaded
+    lower = [name for name in kept["phases"] if offloaded["phases"][name]["gb"] < kept["phases"][name]["gb"] - 0.5]
+    assert "rollout" in lower, {n: (kept["phases"][n]["gb"], offloaded["phases"][n]["gb"]) for n in kept["phases"]}
+    assert offloaded["host_gb_per_node"] > kept["host_gb_per_node"]  # the parameters are on the host now
+
+
+def test_verls_nulls_are_sent_as_null_and_shown(tmp_path):
+    data = _plan(tmp_path, text="train_steps: null\nmax_ckpt_to_keep: null\n")
+    sent = _sent(data, "trainer.total_training_steps", "trainer.max_actor_ckpt_to_keep")
+    assert sent == {"trainer.total_training_steps": "null", "trainer.max_actor_ckpt_to_keep": "null"}
+    assert data["spec"]["train_steps"] is None and data["spec"]["max_ckpt_to_keep"] is None
+    assert data["sources"]["train_steps"].startswith("file ")  # the file's null, not a default
+    defaults = _sent(_plan(tmp_path), "trainer.total_training_steps", "trainer.max_actor_ckpt_to_keep")
+    assert defaults == {"trainer.total_training_steps": "100", "trainer.max_actor_ckpt_to_keep": "2"}
