@@ -15,6 +15,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 QUICKEST = {  # benchmark -> (arguments, a line its output must have)
     "check.py": (["1"], r"median \d"),
     "cli_latency.py": (["1"], r"^--help +median"),
+    "import_equivalence.py": (["3"], r"^\d of 3 verl launch scripts import to an equivalent config"),
     "memory.py": ([], r"misses:|predicted"),
     "recovery.py": (["1"], r"device-hours"),
     "report.py": (["5"], r"^report +[\d.]+ s \(read \+ \d+ SVG plots"),
