@@ -63,6 +63,12 @@ def test_batch_rules_from_verl():
 def test_overlong_buffer_must_be_shorter_than_the_response():
     assert any(f.field == "overlong_buffer_len" for f in errors({"max_response_length": 1024,
                                                                   "overlong_buffer_len": 2048}))
+    # verl asserts max_resp_len >= overlong_buffer.len: the whole length runs (verl-recipe's 4k NPU script), warned
+    same = {"max_response_length": 4096, "overlong_buffer_len": 4096}
+    assert not any(f.field == "overlong_buffer_len" for f in errors(same))
+    spec = resolve(flags=same, environ={})
+    warned = [f for f in prepare_spec(spec, facts=Facts(), check_verl=False).findings if f.field == "overlong_buffer_len"]
+    assert [f.level for f in warned] == ["warning"] and "every response is penalised" in warned[0].message
 
 
 def test_vpp_needs_pp_2():

@@ -202,10 +202,18 @@ def _small_generation_batch(spec: RunSpec) -> list[Finding]:
 
 def check_lengths(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
-    if spec.overlong_buffer and spec.effective_overlong_buffer_len >= spec.max_response_length:  # rule 35
-        found.append(error("overlong_buffer_len", f"overlong buffer {spec.effective_overlong_buffer_len} must be "
-                           f"smaller than the max response length {spec.max_response_length}",
-                           "lower --overlong-buffer-len (a quarter of the response length is usual)"))
+    # verl's DAPO reward manager (workers/reward_manager/dapo.py:49 0.6.0-0.8.0, and the reward loop's,
+    # experimental/reward_loop/reward_manager/dapo.py:43 0.7.0-0.9.1): assert max_resp_len >= overlong_buffer.len
+    length, buffer = spec.max_response_length, spec.effective_overlong_buffer_len
+    if spec.overlong_buffer and buffer > length:
+        found.append(error("overlong_buffer_len", f"overlong buffer {buffer} is longer than the max response length "
+                           f"{length}: verl's DAPO reward manager asserts 'max_resp_len must be larger than "
+                           "overlong_buffer.len'", "lower --overlong-buffer-len (a quarter of the response length "
+                           "is usual)"))
+    elif spec.overlong_buffer and buffer == length:
+        found.append(warning("overlong_buffer_len", f"overlong buffer {buffer} is the whole max response length: "
+                             "the penalty starts at the first token, so every response is penalised by its length",
+                             "lower --overlong-buffer-len (a quarter of the response length is usual)"))
     return found
 
 

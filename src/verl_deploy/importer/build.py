@@ -265,6 +265,10 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         provenance["devices"] = "trainer + rollout devices"
     else:
         values.pop("rollout_gpus", None)
+    train_tp = values.get("train_tp", RunSpec.model_fields["train_tp"].default)
+    if framework == "megatron" and values.get("gen_tp") not in (None, train_tp):
+        values["allow_tp_mismatch"] = True  # seed 001 asks for the same TP; the script chose another, as verl allows
+        provenance["allow_tp_mismatch"] = f"rollout TP {values['gen_tp']} and training TP {train_tp} in the script"
     values["features"] = features_of(effective, profile, framework, device, mechanism)
     provenance["features"] = "the features' keys in the script's config"
     result.values, result.provenance = values, provenance

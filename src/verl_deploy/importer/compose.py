@@ -110,6 +110,9 @@ def differences(original: Composed, generated: Composed, aside: Iterable[str] = 
             continue
         a = original.resolved.get(key, _ABSENT)
         b = generated.resolved.get(key, _ABSENT)
+        if (a == {} and b is _ABSENT and _has_children(generated, key)) or \
+                (b == {} and a is _ABSENT and _has_children(original, key)):
+            continue  # an empty section on one side, keys under it on the other: those keys are compared
         if a is _ABSENT:
             found.append(Difference(key, None, b, "original"))
         elif b is _ABSENT:
@@ -117,6 +120,10 @@ def differences(original: Composed, generated: Composed, aside: Iterable[str] = 
         elif not same(a, b):
             found.append(Difference(key, a, b))
     return found
+
+
+def _has_children(composed: Composed, key: str) -> bool:
+    return any(path.startswith(key + ".") for path in composed.resolved)
 
 
 def source_with_recipe(wheel: ConfigSource, *recipe_roots: Path) -> ConfigSource:
