@@ -31,10 +31,18 @@ RECIPES = {"verl-v0.6.1": (FIXTURES / "recipes" / "verl-v0.6.1", SCRIPTS / "verl
 ENV = {"HOME": "/home/user", "PWD": "/verl"}  # what the scripts read from the environment for their paths
 
 
-def measure(limit: int | None = None, only: str = "") -> dict:
+def selected_rows() -> list[dict]:
+    """The manifest's rows the command line asks for: N (the first N) and TEXT (fixture paths holding it)."""
+    numbers = [int(arg) for arg in sys.argv[1:] if arg.isdigit()]
+    words = [arg for arg in sys.argv[1:] if not arg.isdigit() and not arg.startswith("--")]
+    only = words[0] if words else ""
+    rows = [row for row in json.loads((SCRIPTS / "manifest.json").read_text()) if only in row["fixture"]]
+    return rows[:numbers[0]] if numbers else rows
+
+
+def measure(rows: list[dict]) -> dict:
     from verl_deploy.importer.build import import_script
 
-    rows = [row for row in json.loads((SCRIPTS / "manifest.json").read_text()) if only in row["fixture"]][:limit]
     equivalent, left, no_mode, refused = [], collections.Counter(), [], []
     per_script: dict[str, list[str]] = {}
     mirrored = 0
@@ -63,9 +71,7 @@ def measure(limit: int | None = None, only: str = "") -> dict:
 
 
 def main() -> None:
-    numbers = [int(arg) for arg in sys.argv[1:] if arg.isdigit()]
-    words = [arg for arg in sys.argv[1:] if not arg.isdigit() and not arg.startswith("--")]
-    figures = measure(numbers[0] if numbers else None, words[0] if words else "")
+    figures = measure(selected_rows())
     if "--json" in sys.argv:
         print(json.dumps(figures, indent=2))
         return

@@ -23,11 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-FIXTURES = ROOT / "tests" / "fixtures"
-SCRIPTS = FIXTURES / "imported_scripts"
-RECIPES = {"verl-v0.6.1": (FIXTURES / "recipes" / "verl-v0.6.1", SCRIPTS / "verl-v0.6.1"),
-           "verl-v0.7.0": (FIXTURES / "recipes" / "verl-v0.7.0", SCRIPTS / "verl-v0.7.0"),
-           "verl-recipe-e7f8895": (FIXTURES / "recipes" / "verl-recipe-e7f8895",)}
+from import_equivalence import FIXTURES, RECIPES, SCRIPTS, selected_rows  # noqa: E402  (this folder)
+
 ENV = ["--env", "HOME=/home/user", "--env", "PWD=/verl"]  # what the scripts read from the environment
 
 
@@ -40,7 +37,7 @@ def first_line(text: str) -> str:
     return next((line for line in text.splitlines() if line.strip()), "")[:200]
 
 
-def measure(limit: int | None, only: str) -> dict:
+def measure(rows: list[dict]) -> dict:
     from verl_deploy.profiles.recipes import dapo_source
 
     source = dapo_source("0.9.1")
@@ -49,7 +46,6 @@ def measure(limit: int | None, only: str) -> dict:
     if ready.returncode != 0:
         raise SystemExit(f"verify-env 0.9.1 failed: {first_line(ready.stderr)}")
     run_dir = json.loads(ready.stdout)["run_dir"]
-    rows = [row for row in json.loads((SCRIPTS / "manifest.json").read_text()) if only in row["fixture"]][:limit]
     passed, failed, refused = [], {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         for index, row in enumerate(rows):
@@ -80,9 +76,7 @@ def measure(limit: int | None, only: str) -> dict:
 
 
 def main() -> None:
-    numbers = [int(arg) for arg in sys.argv[1:] if arg.isdigit()]
-    words = [arg for arg in sys.argv[1:] if not arg.isdigit() and not arg.startswith("--")]
-    figures = measure(numbers[0] if numbers else None, words[0] if words else "")
+    figures = measure(selected_rows())
     if "--json" in sys.argv:
         print(json.dumps(figures, indent=2))
         return

@@ -53,6 +53,27 @@ def test_migrate_maps_moved_keys_and_names_removed_ones(tmp_path):
     assert "0.7.0" in config.read_text()  # the original is untouched
 
 
+def test_a_section_that_follows_another_in_the_target_takes_no_sub_keys(tmp_path):
+    """0.6.1 gives the reference a transformer config of its own; 0.9.1 makes it an interpolation of the actor's,
+    and Hydra refuses a sub-key of a value: the override goes, saying which key the reference reads now."""
+    ref, actor = ("actor_rollout_ref.ref.megatron.override_transformer_config.",
+                  "actor_rollout_ref.actor.megatron.override_transformer_config.")
+    config = tmp_path / "grpo.yaml"
+    config.write_text("verl_version: 0.6.1\ndevice: gpu\nframework: megatron\nmaster_addr: 10.0.0.1\noverrides:\n"
+                      f"  - ++{actor}num_layers_in_first_pipeline_stage=4\n"
+                      f"  - ++{ref}num_layers_in_first_pipeline_stage=4\n"
+                      f"  - ++{ref}num_layers_in_last_pipeline_stage=1\n")
+    out = tmp_path / "grpo-0.9.1.yaml"
+    result = run_cli("migrate", str(config), "--to", "0.9.1", "--output", str(out), "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0, data["findings"]
+    removed = {r["override"]: r["why"] for r in data["removed"]}
+    assert set(removed) == {f"++{ref}num_layers_in_first_pipeline_stage=4", f"++{ref}num_layers_in_last_pipeline_stage=1"}
+    assert "which the config sets to the same value" in removed[f"++{ref}num_layers_in_first_pipeline_stage=4"]
+    assert f"reads {actor}num_layers_in_last_pipeline_stage" in removed[f"++{ref}num_layers_in_last_pipeline_stage=1"]
+    assert ref not in out.read_text() and f"{actor}num_layers_in_first_pipeline_stage=4" in out.read_text()
+
+
 def test_migrate_refusals_are_one_line(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("verl_version: 0.7.0\n")

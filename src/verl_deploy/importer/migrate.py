@@ -11,6 +11,8 @@ config; `plan --verify` runs verl's own validation).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,9 +102,20 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
         if old_entry == move.old and new_entry == move.new:
             migration.entry_moves.append((move.old, move.new, move.why))
     kept: list[str] = []
+    given = {parse_override(t).key: parse_override(t).value for t in values.get("overrides") or []}
     for text in values.get("overrides") or []:
         parsed = parse_override(text)
         key = parsed.key
+        follows = _follows(key, new_keys)
+        if follows is not None:  # Hydra refuses a sub-key of a value: the section is the other one's now
+            section, origin = follows
+            twin = origin + key[len(section):]
+            same = twin in given and given[twin] == parsed.value
+            migration.removed.append((text, f"in verl {target} {section} is {origin} (an interpolation), so it "
+                                      f"reads {twin}" + (", which the config sets to the same value" if same else
+                                                         f", which its own setting gives (not {parsed.value})" if twin in given else
+                                                         " and takes what the actor's fields and features send")))
+            continue
         if _present(key, new_keys) or (parsed.prefix in ("+", "++") and not _present(key, old_keys)
                                        and not move_for(key, source, target)):
             kept.append(_prefix_for(parsed.prefix, key, new_keys) + key + _rest(parsed))
@@ -127,6 +140,21 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
     if check:
         migration.findings = _check(migration.values)
     return migration
+
+
+_FOLLOWED = re.compile(r"^\$\{(?:oc\.select:)?([\w.]+)")
+
+
+def _follows(key: str, keys: dict[str, Any]) -> tuple[str, str] | None:
+    """(section, the section it follows) when a node above `key` is, in this release, an interpolation of
+    another section (verl 0.9's ref.megatron.override_transformer_config is the actor's)."""
+    parts = key.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        section = ".".join(parts[:end])
+        value = keys.get(section)
+        if isinstance(value, str) and (found := _FOLLOWED.match(value)):
+            return section, found.group(1)
+    return None
 
 
 def _entry(version: str, mode: str, framework: str) -> str:
