@@ -285,7 +285,8 @@ def test_nodes_from_a_host_file_set_nnodes_and_the_head(tmp_path):
     ("actor_rollout_ref.actor.megatron.tensor_model_parallel_size=3", "--train-tp"),  # checks made for TP 4
     ("trainer.n_gpus_per_node=3", "--devices"),
     ("data.max_response_length=1024", "--max-response-length"),  # token budgets derived from 8192
-    ("actor_rollout_ref.model.use_remove_padding=False", "--features remove_padding or -remove_padding"),
+    # Megatron: the feature's key (model.use_remove_padding follows it, and a script may set that one apart)
+    ("actor_rollout_ref.actor.megatron.use_remove_padding=False", "--features remove_padding or -remove_padding"),
     ("~reward_model.overlong_buffer", "--overlong-buffer"),  # deleting a node takes every key under it
 ])
 def test_an_override_may_not_take_a_key_from_a_field(tmp_path, override, flag):

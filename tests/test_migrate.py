@@ -4,6 +4,10 @@ and the result checked like any plan, up to verl 0.9.1's own validation on this 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from verl_deploy.profiles.keytables import key_table
 from verl_deploy.profiles.entries import RELEASES
 
 SCRIPTS = FIXTURES / "imported_scripts"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_every_release_has_a_key_table_with_defaults():
@@ -124,3 +129,22 @@ def test_imported_script_moved_to_091_passes_verls_own_validation(tmp_path, env_
     assert result["verify"]["status"] == "passed", (result["verify"], [f for f in result["findings"]
                                                                       if f["level"] == "error"])
     assert planned.returncode == 0, [f for f in result["findings"] if f["level"] == "error"]
+
+
+def test_the_migration_benchmark_runs_one_script_through_verls_validation(tmp_path):
+    site = site_or_skip("0.9.1")
+    root = tmp_path / "verify-env"
+    root.mkdir()
+    (root / "verl-0.9.1").symlink_to(site)  # verify-env uses this release instead of installing it
+    blocker = tmp_path / "no-pytest" / "pytest"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pytest'\")\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path),
+           "VERL_DEPLOY_VERIFY_ENV_DIR": str(root)}
+    name = "migrate_to_091.py"
+    assert f"python benchmarks/{name}" in (BENCHMARKS / name).read_text().split('"""')[1]
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), "1", "verl-v0.7.0/recipe/dapo/test_dapo_7b.sh"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert re.search(r"^1 of 1 verl launch scripts, imported and migrated to 0.9.1, pass", result.stdout, re.M), \
+        result.stdout + result.stderr[-2000:]

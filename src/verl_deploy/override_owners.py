@@ -23,7 +23,6 @@ DERIVED_FROM: dict[str, str] = {
     "overlong_len": "--overlong-buffer-len", "overlong_penalty": "--overlong-penalty-factor",
     "max_resp_len": "--max-response-length", "filter_groups_enable": "--filter-groups",
     "rollout_pool_gpus": "--rollout-gpus", "rollout_pool_nnodes": "--nnodes", "device": "--device",
-    "model_remove_padding": "--features remove_padding or -remove_padding",  # Megatron's model key follows it
 }
 
 
