@@ -35,17 +35,22 @@ def test_every_benchmark_is_covered():
         assert "after the README's test install" in (BENCHMARKS / name).read_text().split('"""')[1]
 
 
-@pytest.mark.parametrize("name", sorted(QUICKEST))
-def test_the_benchmark_runs_as_its_docstring_says_without_pytest(name, tmp_path):
-    arguments, expected = QUICKEST[name]
+def run_benchmark(name: str, arguments: list[str], expected: str, tmp_path: Path, env: dict | None = None) -> None:
+    """Run benchmarks/NAME as its docstring says, where `import pytest` fails, and find `expected` in its output."""
     text = (BENCHMARKS / name).read_text()
     assert f"python benchmarks/{name}" in text.split('"""')[1]  # the docstring says how to run it
     blocker = tmp_path / "no-pytest" / "pytest"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pytest'\")\n")
-    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path), **(env or {})}
     result = subprocess.run([sys.executable, str(BENCHMARKS / name), *arguments], capture_output=True, text=True,
                             env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert re.search(expected, result.stdout, re.M), result.stdout[-2000:]
+    assert re.search(expected, result.stdout, re.M), result.stdout[-2000:] + result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", sorted(QUICKEST))
+def test_the_benchmark_runs_as_its_docstring_says_without_pytest(name, tmp_path):
+    arguments, expected = QUICKEST[name]
+    run_benchmark(name, arguments, expected, tmp_path)
 

@@ -4,21 +4,17 @@ and the result checked like any plan, up to verl 0.9.1's own validation on this 
 from __future__ import annotations
 
 import json
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES, run_cli
+from test_benchmarks import run_benchmark
 from test_verify import fixture_for, site_or_skip
 from verl_deploy.profiles.keytables import key_table
 from verl_deploy.profiles.entries import RELEASES
 
 SCRIPTS = FIXTURES / "imported_scripts"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def test_every_release_has_a_key_table_with_defaults():
@@ -136,15 +132,6 @@ def test_the_migration_benchmark_runs_one_script_through_verls_validation(tmp_pa
     root = tmp_path / "verify-env"
     root.mkdir()
     (root / "verl-0.9.1").symlink_to(site)  # verify-env uses this release instead of installing it
-    blocker = tmp_path / "no-pytest" / "pytest"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pytest'\")\n")
-    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path),
-           "VERL_DEPLOY_VERIFY_ENV_DIR": str(root)}
-    name = "migrate_to_091.py"
-    assert f"python benchmarks/{name}" in (BENCHMARKS / name).read_text().split('"""')[1]
-    result = subprocess.run([sys.executable, str(BENCHMARKS / name), "1", "verl-v0.7.0/recipe/dapo/test_dapo_7b.sh"],
-                            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert re.search(r"^1 of 1 verl launch scripts, imported and migrated to 0.9.1, pass", result.stdout, re.M), \
-        result.stdout + result.stderr[-2000:]
+    run_benchmark("migrate_to_091.py", ["1", "verl-v0.7.0/recipe/dapo/test_dapo_7b.sh"],
+                  r"^1 of 1 verl launch scripts, imported and migrated to 0.9.1, pass", tmp_path,
+                  {"VERL_DEPLOY_VERIFY_ENV_DIR": str(root)})

@@ -65,7 +65,8 @@ def import_command(
     except ImportProblem as exc:
         raise fail([error("script", str(exc), exc.fix)], as_json=json_output) from None
     if result.problem:
-        raise fail([error("script", result.problem, "import a DAPO, GRPO (adv_estimator=grpo) or one-step-off script")], as_json=json_output)
+        raise fail([error("script", result.problem, "import a DAPO, GRPO (adv_estimator=grpo) or one-step-off "
+                          "script")], as_json=json_output)
     migrated = None
     if to:
         from verl_deploy.importer.migrate import MigrateProblem, migrate_values

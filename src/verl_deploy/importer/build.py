@@ -27,7 +27,7 @@ from verl_deploy.override_owners import owner_flag
 from verl_deploy.profiles import Profile, profile_for
 from verl_deploy.profiles.entries import entry_of
 from verl_deploy.sources import ENV_VARS
-from verl_deploy.spec import RunSpec
+from verl_deploy.spec import SPLIT_MODES, RunSpec
 
 MAX_ROUNDS = 4
 
@@ -253,8 +253,6 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
     if "logger" in values:  # SwanLab is on exactly when the script logs to it
         values["swanlab"] = "swanlab" in values["logger"]
         provenance["swanlab"] = provenance["logger"]
-    from verl_deploy.spec import SPLIT_MODES
-
     gpus = values.pop("trainer_gpus", None)
     if mode not in SPLIT_MODES and gpus is not None:
         values["devices"] = gpus

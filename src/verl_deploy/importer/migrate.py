@@ -102,19 +102,22 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
         if old_entry == move.old and new_entry == move.new:
             migration.entry_moves.append((move.old, move.new, move.why))
     kept: list[str] = []
-    given = {parse_override(t).key: parse_override(t).value for t in values.get("overrides") or []}
-    for text in values.get("overrides") or []:
-        parsed = parse_override(text)
+    overrides = [(text, parse_override(text)) for text in values.get("overrides") or []]
+    given = {parsed.key: parsed.value for _, parsed in overrides}
+    for text, parsed in overrides:
         key = parsed.key
         follows = _follows(key, new_keys)
         if follows is not None:  # Hydra refuses a sub-key of a value: the section is the other one's now
             section, origin = follows
             twin = origin + key[len(section):]
-            same = twin in given and given[twin] == parsed.value
+            if twin not in given:
+                then = " and takes what the actor's fields and features send"
+            elif given[twin] == parsed.value:
+                then = ", which the config sets to the same value"
+            else:
+                then = f", which its own setting gives (not {parsed.value})"
             migration.removed.append((text, f"in verl {target} {section} is {origin} (an interpolation), so it "
-                                      f"reads {twin}" + (", which the config sets to the same value" if same else
-                                                         f", which its own setting gives (not {parsed.value})" if twin in given else
-                                                         " and takes what the actor's fields and features send")))
+                                      f"reads {twin}{then}"))
             continue
         if _present(key, new_keys) or (parsed.prefix in ("+", "++") and not _present(key, old_keys)
                                        and not move_for(key, source, target)):
