@@ -14,10 +14,20 @@ import socket
 WORKER_PORTS = 40  # plenty for the stand-in trainer's few workers and Ray Jobs' supervisor actors
 
 
+_GIVEN: set[int] = set()  # every port handed out in this process: the OS may offer a just-released one again
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now and never handed out before in this process (two of one node's components once got the
+    same one, and Ray refused to start)."""
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError("no fresh free port")
 
 
 def _free(port: int) -> bool:

@@ -20,13 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rayports import free_port
+
 DAEMONS = ("/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def available() -> str | None:
