@@ -61,10 +61,16 @@ def test_a_generation_batch_the_cap_cannot_fill_is_refused_with_flags_that_exist
 
 
 def _all_flags() -> set[str]:
+    """Every flag of every command, each command loaded as the lazy group loads it when it runs (its
+    `.commands` holds only the ones some earlier import happened to register)."""
     command = typer.main.get_command(app)
+    ctx = type(command).context_class(command)
     names: set[str] = set()
-    for sub in getattr(command, "commands", {}).values():
-        for child in [sub, *getattr(sub, "commands", {}).values()]:
+    for name in command.list_commands(ctx):
+        sub = command.get_command(ctx, name)
+        sub_ctx = type(sub).context_class(sub, parent=ctx)
+        nested = [sub.get_command(sub_ctx, n) for n in sub.list_commands(sub_ctx)] if hasattr(sub, "list_commands") else []
+        for child in [sub, *nested]:
             for param in child.params:
                 names.update(o.split("/")[0] for o in [*param.opts, *param.secondary_opts])
     return names

@@ -31,8 +31,11 @@ _COMMON = ["cloudpickle", "regex", "tensordict==0.10.0", "pyvers<0.2", "codetimi
            "latex2sympy2_extended", "antlr4-python3-runtime==4.9.3", "torchdata", "peft", "accelerate", "pillow",
            "httpx", "httpcore", "h11", "anyio", "sniffio", "cachetools", "fastapi", "starlette", "uvicorn",
            "typing_extensions>=4.16"]
-_TRANSFORMERS_4 = ["transformers==4.57.6", "huggingface-hub==0.36.0", "datasets==4.4.1", "hf-xet"]
-_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet"]
+# transformers builds `kernels` LayerRepository objects whenever `kernels` imports (integrations/hub_kernels.py),
+# so a newer `kernels` beside the interpreter (transformers 5.25 pulls 0.19) breaks `import transformers` here
+# with "Either a revision or a version must be specified": each list pins the range its transformers declares.
+_TRANSFORMERS_4 = ["transformers==4.57.6", "huggingface-hub==0.36.0", "datasets==4.4.1", "hf-xet", "kernels==0.9.0"]
+_TRANSFORMERS_5 = ["transformers==5.10.4", "huggingface-hub==1.33.0", "datasets==5.2.0", "hf-xet", "kernels==0.12.3"]
 LIGHT_DEPS: dict[str, list[str]] = {
     "0.6.0": _COMMON + _TRANSFORMERS_4,
     "0.6.1": _COMMON + _TRANSFORMERS_4,
