@@ -214,8 +214,11 @@ def test_a_device_oom_recreates_the_rayjob_with_the_next_feature_and_resumes(kub
     configmap = next(second)
     assert "PARAM_OFFLOAD=True" in configmap["data"]["run_training.sh"]
     assert "Setting global step to 2" in Path(attempts[1]["log"]).read_text()
+    # the trainer exited on the OOM by itself: its RayJob failed with its own exit code (KubeRay shuts its
+    # cluster down, shutdownAfterJobFinishes); a RayJob still running is deleted before the next one
     first = f"vd-{final['id']}-a1"
-    assert ["delete", "rayjob", first, "--ignore-not-found", "--wait=false"] in calls(kube_host)
+    deleted = ["delete", "rayjob", first, "--ignore-not-found", "--wait=false"] in calls(kube_host)
+    assert attempts[0]["exit_code"] not in (None, 0) or deleted, attempts[0]
 
 
 def test_stop_deletes_the_rayjob(kube_host):

@@ -100,6 +100,22 @@ def test_the_oom_ladder_ends_in_success_after_two_retries_resuming_each_time(tra
     assert final["step"] == 8
 
 
+def test_an_oom_whose_driver_hangs_is_stopped_after_a_short_grace_and_recovered(trainer):
+    """Ray's driver can wait on a dead worker for minutes: after control.ACT_NOW_GRACE the supervisor ends
+    the attempt itself (not after the 120 s given other fatal errors) and recovery goes on."""
+    from verl_deploy.runs.control import ACT_NOW_GRACE, GRACE_AFTER_FATAL
+
+    started = time.monotonic()
+    result = launch(trainer, "--follow", "--json", env={"STANDIN_FAIL": "device_oom", "STANDIN_FAIL_STEP": "3",
+                                                        "STANDIN_EXIT_DELAY": "600"})
+    final = json.loads(result.stdout)
+    assert final["state"] == "succeeded", result.stderr[-3000:]
+    assert [a["features"] for a in final["attempts"]] == [[], ["offload"], ["recompute"]]
+    first = final["attempts"][0]
+    assert first["failure"]["class"] == "device_oom" and first["exit_code"] != 0
+    assert time.monotonic() - started < GRACE_AFTER_FATAL and ACT_NOW_GRACE < 30
+
+
 def test_host_oom_adds_no_offload_and_stops_with_a_notice(trainer):
     server, received, url = webhook_server()
     try:

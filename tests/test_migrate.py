@@ -26,6 +26,26 @@ def test_every_release_has_a_key_table_with_defaults():
     assert "reward.reward_kwargs.overlong_buffer_cfg.len" in key_table("0.9.1")
 
 
+def test_key_tables_know_which_entry_config_holds_a_key():
+    """The DAPO recipe's config has the reward loop's overlong buffer; main_ppo's (ppo_trainer) does not."""
+    key = "reward.reward_kwargs.overlong_buffer_cfg.len"
+    assert key in key_table("0.9.1", "dapo_trainer") and key not in key_table("0.9.1", "ppo_trainer")
+    assert "trainer.total_epochs" in key_table("0.9.1", "ppo_trainer")
+    assert key_table("0.9.1", "no_such_trainer") is None
+
+
+@pytest.mark.parametrize("mode,prefix", [("ppo", "+"), ("dapo", "")])
+def test_a_moved_key_gets_the_prefix_the_target_entry_config_needs(mode, prefix):
+    """main_ppo on 0.9.1 lacks reward.reward_kwargs.overlong_buffer_cfg (Hydra refuses it without `+`);
+    the DAPO entry's config has it (Hydra refuses it with `+`)."""
+    from verl_deploy.importer.migrate import migrate_values
+
+    moved = migrate_values({"mode": mode, "framework": "fsdp", "verl_version": "0.6.1",
+                            "overrides": ["+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096"]}, "0.9.1",
+                           check=False)
+    assert moved.values["overrides"] == [f"{prefix}reward.reward_kwargs.overlong_buffer_cfg.len=4096"]
+
+
 def test_migrate_maps_moved_keys_and_names_removed_ones(tmp_path):
     config = tmp_path / "dapo.yaml"
     config.write_text("\n".join([

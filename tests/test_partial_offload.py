@@ -66,3 +66,25 @@ def test_verls_nulls_are_sent_as_null_and_shown(tmp_path):
     assert data["sources"]["train_steps"].startswith("file ")  # the file's null, not a default
     defaults = _sent(_plan(tmp_path), "trainer.total_training_steps", "trainer.max_actor_ckpt_to_keep")
     assert defaults == {"trainer.total_training_steps": "100", "trainer.max_actor_ckpt_to_keep": "2"}
+
+
+def test_gradient_offload_alone_on_a_release_that_has_it(tmp_path):
+    """verl 0.7's Megatron actor offloads gradients on their own (the 7B DAPO script offloads them and the
+    reference, and keeps the actor's parameters)."""
+    grads = A + "actor.megatron.grad_offload"
+    data = _plan(tmp_path, "--verl-version", "0.7.0", "--features", "grad_offload,ref_offload")
+    sent = _sent(data, grads, *OFFLOAD_KEYS)
+    assert sent == {grads: "True", A + "actor.megatron.param_offload": "False",
+                    A + "actor.megatron.optimizer_offload": "False", A + "ref.megatron.param_offload": "True"}
+
+
+def test_an_override_a_feature_cannot_say_is_kept_with_a_warning(tmp_path):
+    """Megatron's attention_backend=auto: flash_attn sends flash or fused, so the override is the only way."""
+    key = A + "actor.megatron.override_transformer_config.attention_backend"
+    data = _plan(tmp_path, "--override", f"{key}=auto")
+    assert _sent(data, key) == {key: "auto"}
+    said = [f for f in data["findings"] if f["field"] == "overrides"]
+    assert [f["level"] for f in said] == ["warning"] and "it sends flash or fused" in said[0]["message"], said
+    config = tmp_path / "run.yaml"
+    refused = run_cli("plan", "--config", str(config), "--override", f"{key}=flash")  # the feature says that one
+    assert refused.returncode != 0 and "use --features flash_attn or -flash_attn" in refused.stdout + refused.stderr

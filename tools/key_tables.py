@@ -1,9 +1,9 @@
 """Maintainer tool: write verl's config key table of each release to src/verl_deploy/profiles/keys/.
 
-For each release, the entry configs verl-deploy runs (DAPO and one-step-off, Megatron and FSDP) are
+For each release, every entry config verl-deploy runs (each mode, Megatron and FSDP) is
 composed with Hydra from that release's real tree (the wheel's configs, as `plan` reads them); every
-key is written with its default and the comment verl's YAML has above it (or beside it). `migrate`
-reads these tables: a key in one release and not the next, with the same default and last name as a
+key is written with its default, the configs that hold it when not all do, and the comment verl's YAML
+has above it (or beside it). `migrate` reads these tables: a key in one release and not the next, with the same default and last name as a
 new key there, is a candidate move.
 
 Run: python tools/key_tables.py [RELEASE ...]   (default: every release verl-deploy has a profile for)
@@ -70,23 +70,37 @@ def comment_for(key: str, comments: dict[str, str]) -> str:
 
 
 def table(version: str) -> dict:
+    """Every key of every entry config the release's profile runs; a key that only some of them hold lists
+    those in `configs` (a plain override of it would be refused by the others)."""
     profile = profile_for(version)
     source = locate(version)
     comments = comments_of(source.base_dir)
     keys: dict[str, dict] = {}
+    holders: dict[str, list[str]] = {}
     configs: list[str] = []
-    for mode in ("dapo", "one-step-off"):
-        for framework in ("megatron", "fsdp"):
-            module, name = profile.entry(mode, framework)
+    for (mode, framework), name in profile.config_names.items():
+        if name in configs:
+            continue
+        module = profile.entry_modules[mode]
+        try:
             composed = composing.compose(source, module, name, [], profile, framework, mode).raw
-            configs.append(name)
-            for key, default in composed.items():
-                if key and key not in keys:
-                    entry = {"default": default}
-                    text = comment_for(key, comments)
-                    if text:
-                        entry["comment"] = text
-                    keys[key] = entry
+        except composing.ComposeProblem as exc:  # a recipe entry a wheel does not carry
+            print(f"{version}: {name} skipped ({exc})", file=sys.stderr)
+            continue
+        configs.append(name)
+        for key, default in composed.items():
+            if not key:
+                continue
+            holders.setdefault(key, []).append(name)
+            if key not in keys:
+                entry = {"default": default}
+                text = comment_for(key, comments)
+                if text:
+                    entry["comment"] = text
+                keys[key] = entry
+    for key, names in holders.items():
+        if len(names) < len(configs):
+            keys[key]["configs"] = names
     return {"release": version, "source": f"{source.origin} {source.root.name}", "configs": configs,
             "keys": dict(sorted(keys.items()))}
 

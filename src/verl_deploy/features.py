@@ -106,6 +106,11 @@ REGISTRY: tuple[Feature, ...] = (
         on={"optimizer_offload": True}, off={"optimizer_offload": False},
     ),
     Feature(
+        "grad_offload", "memory", False, "Offload the actor's gradients only (Megatron)",
+        on={"grad_offload": True}, off={"grad_offload": False}, frameworks=("megatron",),
+        note="FSDP has no gradient offload; offload includes it",
+    ),
+    Feature(
         "ref_offload", "memory", False, "Offload the reference model's parameters to host memory (the actor's stay)",
         on={"ref_param_offload": True}, off={"ref_param_offload": False}, aliases=("ref_param_offload",),
         note="verl's GRPO example scripts set it; offload includes it",

@@ -41,6 +41,27 @@ def owner_flag(knob: str) -> str | None:
     return None
 
 
+def beyond_feature(plan, knob: str, key: str, raw: str | None) -> tuple[str, ...]:
+    """The values a feature's key can take, when `raw` is none of them and only a feature owns the knob
+    (Megatron's attention_backend=auto: flash_attn sends flash or fused). Such an override says what no
+    feature can, so it is kept, with a warning; () otherwise."""
+    from verl_deploy.profiles import modes
+    from verl_deploy.spec import RunSpec
+
+    if raw is None or knob in DERIVED_FROM or knob in RunSpec.model_fields:
+        return ()
+    spec = plan.spec
+    try:
+        found = plan.profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec))
+    except KeyError:
+        return ()
+    profile_key = next((k for k in found if k.path == key), None)
+    if profile_key is None or profile_key.values is None:
+        return ()
+    sent = tuple(str(v) for v in profile_key.values.values())
+    return () if raw.strip("'\"") in sent else sent
+
+
 def override_findings(plan) -> list[Finding]:
     """An error per --override that replaces or deletes a key a field or feature owns; a warning for a
     key given twice (Hydra keeps the last, which is what is sent and shown)."""
@@ -55,7 +76,14 @@ def override_findings(plan) -> list[Finding]:
     owned: dict[str, list[tuple[str, str]]] = {}  # override text -> [(knob, flag)], one line per override
     for knob, text in plan.superseded.items():
         flag = owner_flag(knob)
-        if flag is not None:
+        _, key, raw = split_user_override(text)
+        sent = beyond_feature(plan, knob, key, raw)
+        if sent:
+            found.append(warning("overrides", f"--override {text!r} sets a value {knob} cannot send (it sends "
+                                 f"{' or '.join(sent)}): "
+                                 f"verl gets {raw}, and checks and the memory estimate read {knob} as the "
+                                 "features leave it", f"keep it to mean {raw}; use {flag} for one of the others"))
+        elif flag is not None:
             owned.setdefault(text, []).append((knob, flag))
     for text, pairs in owned.items():
         knobs = ", ".join(knob for knob, _ in pairs)

@@ -23,7 +23,7 @@ from verl_deploy.importer import compose as composing
 from verl_deploy.importer.fields import FIELD_KNOBS, PATH_KNOBS, UNSET, features_of, keys_of
 from verl_deploy.importer.launch import Launch, find_launch
 from verl_deploy.importer.shell import Reading, Unknown, read_script
-from verl_deploy.override_owners import owner_flag
+from verl_deploy.override_owners import beyond_feature, owner_flag
 from verl_deploy.profiles import Profile, profile_for
 from verl_deploy.profiles.entries import entry_of
 from verl_deploy.sources import ENV_VARS
@@ -324,7 +324,8 @@ def _complete(result: Imported, original: composing.Composed, source, profile: P
             if diff.key in aside_keys:
                 continue
             sent = owners.get(diff.key)
-            if sent is not None and sent.origin != "--override" and owner_flag(sent.origin) is not None:
+            if (sent is not None and sent.origin != "--override" and owner_flag(sent.origin) is not None
+                    and not beyond_feature(plan, sent.origin, diff.key, None if diff.missing else str(diff.original))):
                 continue  # a field or feature owns the key: an override would be refused
             fix = _fix_for(diff, original, generated, sent, result)
             if fix is not None and given.get(diff.key) != fix:

@@ -59,20 +59,20 @@ class Migration:
 
 
 def _keys_of_release(version: str, values: dict[str, Any], locate_source) -> dict[str, Any]:
-    """Every key of the release with its default: its key table (profiles/keys/), else its entry config
-    for this mode and framework composed from the release's tree."""
+    """Every key of the release's entry config for this mode and framework, with its default: from its key
+    table (profiles/keys/), else composed from the release's tree. The entry's own keys, not every entry's:
+    a key only the DAPO recipe's config holds needs `+` on main_ppo."""
     from verl_deploy.importer import compose as composing
     from verl_deploy.profiles.keytables import key_table
-
-    table = key_table(version)
-    if table is not None:
-        return table
 
     profile = profile_for(version)
     if not isinstance(profile, Profile):
         raise MigrateProblem(profile.message, profile.fix)
     mode, framework = values.get("mode", "dapo"), values.get("framework", "megatron")
     module, config_name = profile.entry(mode, framework)
+    table = key_table(version, config_name)
+    if table is not None:
+        return table
     try:
         return composing.compose(locate_source(version), module, config_name, [], profile, framework, mode).raw
     except composing.ComposeProblem as exc:

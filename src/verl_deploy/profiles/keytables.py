@@ -17,18 +17,24 @@ def table_path(version: str) -> Path:
 
 
 @functools.lru_cache(maxsize=16)
-def key_table(version: str) -> dict[str, Any] | None:
-    """key -> default for the release (every entry config verl-deploy runs), or None without a table."""
+def _load(version: str) -> dict[str, Any] | None:
     path = table_path(version)
     if not path.is_file():
         return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    return {key: (entry or {}).get("default") for key, entry in (data.get("keys") or {}).items()}
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
+@functools.lru_cache(maxsize=64)
+def key_table(version: str, config: str | None = None) -> dict[str, Any] | None:
+    """key -> default for the release: the keys of its entry config `config`, or of every entry config
+    verl-deploy runs. None without a table, or when the table does not hold that config."""
+    data = _load(version)
+    if data is None or (config is not None and config not in (data.get("configs") or [])):
+        return None
+    return {key: (entry or {}).get("default") for key, entry in (data.get("keys") or {}).items()
+            if config is None or config in ((entry or {}).get("configs") or [config])}
 
 
 def comment(version: str, key: str) -> str:
-    path = table_path(version)
-    if not path.is_file():
-        return ""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    data = _load(version) or {}
     return str(((data.get("keys") or {}).get(key) or {}).get("comment") or "")

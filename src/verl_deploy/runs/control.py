@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 SAVE_EVERY = 1.0  # seconds between run.json writes while nothing important happens
 GRACE_AFTER_FATAL = 120.0  # a failed run whose driver hangs (Ray waiting on a dead worker) is stopped after this
 ACT_NOW = ("device_oom", "rollout_kv_cache_insufficient")  # recovered at once, not after the driver gives up
+# ... after this long: a training that exits by itself on the error leaves its own exit status (the record says
+# what the trainer said, not "ended by the supervisor"); one that hangs is stopped without waiting for Ray
+ACT_NOW_GRACE = 5.0
 
 
 class LaunchError(Exception):
@@ -395,7 +398,8 @@ def _follow_attempt(record: RunRecord, backend) -> tuple[int | None, Diagnosis, 
         code = backend.finished(attempt.handle)
         if fatal and code is None:
             first_class = fatal[0][1].class_id
-            if first_class in ACT_NOW or time.monotonic() - fatal[0][0] > GRACE_AFTER_FATAL:
+            waited = time.monotonic() - fatal[0][0]
+            if (first_class in ACT_NOW and waited > ACT_NOW_GRACE) or waited > GRACE_AFTER_FATAL:
                 backend.stop(attempt.handle)  # recovery starts now instead of waiting for Ray to give up
                 stopped = True
                 code = backend.finished(attempt.handle)
