@@ -37,7 +37,8 @@ ARCHITECTURE = [
     (r"qwen3-8b", "Qwen3-8B"), (r"qwen2\.5-vl-3b", "Qwen2.5-VL-3B"), (r"qwen2\.5-vl-7b", "Qwen2.5-VL-7B"),
     (r"qwen2\.5-vl-32b", "Qwen2.5-VL-32B"), (r"qwen2\.5-coder-14b|qwen2\.5-14b", "Qwen2.5-14B"),
     (r"qwen2\.5-32b", "Qwen2.5-32B"), (r"qwen2\.5-(math-)?7b", "Qwen2.5-7B"), (r"deepseek-v3", "DeepSeek-V3"),
-    (r"qwen3-14b", "Qwen3-14B"),
+    (r"qwen3-14b", "Qwen3-14B"), (r"qwen2-7b", "Qwen2.5-7B"), (r"qwen2(\.5)?-72b", "Qwen2-72B"),
+    (r"qwen3-vl-30b", "Qwen3-30B-A3B"),
 ]
 # Public cases the estimate was not built from (source URL per row); scored apart, never used to set a term.
 HELDOUT = ROOT / "benchmarks" / "heldout_memory_cases.csv"
@@ -69,10 +70,12 @@ def model_dir(name: str, tmp: Path) -> Path:
 def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     """(flags for sources.resolve, path of the config YAML) for one case."""
     framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+    mode = (row.get("mode") or "?").strip()
+    mode = mode if mode not in ("?", "") else "dapo"
     flags: dict = {
         "model_path": str(model_dir(row["model"], tmp)), "device": "npu" if "Ascend" in row["device"] else "gpu",
         "device_memory_gb": number(row["device_mem_GB"]), "devices": int(number(row["devices_per_node"])),
-        "nnodes": int(number(row["nodes"])), "framework": framework, "mode": "dapo", "verl_version": "0.9.1",
+        "nnodes": int(number(row["nodes"])), "framework": framework, "mode": mode, "verl_version": "0.9.1",
         "max_prompt_length": int(number(row["max_prompt_length"])),
         "max_response_length": int(number(row["max_response_length"])),
         "batch_size": int(number(row["train_batch_size"])), "mini_batch_size": int(number(row["ppo_mini_batch_size"])),
@@ -80,6 +83,9 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     }
     if number(row["gen_batch_size"]):
         flags["gen_batch_size"] = int(number(row["gen_batch_size"]))
+    if mode != "dapo":  # the split modes: each pool's devices per node
+        flags["trainer_gpus"] = int(number(row["trainer_devices_per_node"]))
+        flags["rollout_gpus"] = int(number(row["rollout_devices_per_node"]))
     overrides: list[str] = []
     if framework == "megatron":
         flags.update(train_tp=int(number(row["actor_tp"]) or 1), train_pp=int(number(row["actor_pp"]) or 1),
@@ -111,6 +117,8 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     ckpt = row["grad_ckpt_or_recompute"]
     if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
         features.append("gradient_checkpointing")
+    elif "recompute selective" in ckpt and framework == "megatron":
+        overrides.append(f"+{A}actor.megatron.override_transformer_config.recompute_granularity=selective")
     elif "recompute" in ckpt and framework == "megatron":
         features.append("recompute")
         parts = re.search(r"full/(\w+)/(\d+)", ckpt)
@@ -209,20 +217,48 @@ def _share(results: list[dict], key: str = "right") -> str:
     return f"{sum(r[key] for r in results)}/{len(results)}" if results else "-"
 
 
+def _count(chosen: list[dict], key: str = "right") -> dict:
+    return {"right": sum(r[key] for r in chosen), "cases": len(chosen)}
+
+
 def splits(results: list[dict]) -> dict:
-    """Accuracy by framework, dense/MoE, and verdict at the worst step vs the typical step."""
+    """Accuracy by framework, dense/MoE, pools (colocated or split), and the verdict at the typical step (what plan
+    and launch act on) vs at the worst step, with the two kinds of wrong answer."""
     found: dict = {}
     for label, pick in (("megatron", lambda r: r["framework"] == "megatron"), ("fsdp", lambda r: r["framework"] == "fsdp"),
-                        ("dense", lambda r: not r["moe"]), ("moe", lambda r: r["moe"])):
-        chosen = [r for r in results if pick(r)]
-        found[label] = {"right": sum(r["right"] for r in chosen), "cases": len(chosen)}
-    found["worst_step"] = {"right": sum(r["right"] for r in results), "cases": len(results)}
-    found["typical_step"] = {"right": sum(r["right_typical"] for r in results), "cases": len(results)}
+                        ("dense", lambda r: not r["moe"]), ("moe", lambda r: r["moe"]),
+                        ("colocated", lambda r: r["mode"] == "dapo"), ("split_pools", lambda r: r["mode"] != "dapo")):
+        found[label] = _count([r for r in results if pick(r)])
+    found["verdict"] = _count(results)
+    found["worst_step"] = _count(results, "right_worst")
     ran = [r for r in results if r["ran"]]
     oom = [r for r in results if not r["ran"]]
     found["ran_predicted_oom"] = {"count": sum(not r["fits"] for r in ran), "of": len(ran)}
     found["oom_predicted_fits"] = {"count": sum(r["fits"] for r in oom), "of": len(oom)}
+    found["worst_ran_predicted_oom"] = {"count": sum(not r["worst_fits"] for r in ran), "of": len(ran)}
+    found["worst_oom_predicted_fits"] = {"count": sum(r["worst_fits"] for r in oom), "of": len(oom)}
     return found
+
+
+def score(row: dict, memory: dict, moe: bool) -> dict:
+    """One case's verdicts against its outcome."""
+    ran = not row["outcome"].upper().startswith("OOM")
+    worst_fits = not memory["worst_over"] and not memory["observed"]
+    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+    mode = (row.get("mode") or "dapo").strip()
+    result = {"id": row["id"], "model": row["model"], "device": row["device"], "outcome": row["outcome"],
+              "oom_phase": row["oom_phase"], "fits": memory["fits"], "right": memory["fits"] == ran,
+              "worst_fits": worst_fits, "right_worst": worst_fits == ran, "ran": ran, "framework": framework,
+              "moe": moe, "mode": mode if mode not in ("?", "") else "dapo", "source": row["source"],
+              "added": row.get("added") or "", "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
+              "limit_gb": memory["limit_gb"], "over": memory["over"], "worst_over": memory["worst_over"],
+              "needs": memory["needs"], "phases": {k: v["gb"] for k, v in memory["phases"].items()},
+              "pools": {k: v["fits"] for k, v in memory["pools"].items()},
+              "oom_response_len": (memory.get("lengths") or {}).get("oom_response_len")}
+    if not result["right"]:
+        result["why"] = WHY.get(row["id"], "not examined yet")
+        result["detail"] = explain(result, memory)
+    return result
 
 
 def run(cases: Path = CASES) -> dict:
@@ -232,44 +268,37 @@ def run(cases: Path = CASES) -> dict:
     with tempfile.TemporaryDirectory(prefix="verl-deploy-memory-") as tmp:
         for row in rows:
             memory, moe = estimate_case(row, Path(tmp))
-            ran = not row["outcome"].upper().startswith("OOM")
             if row["id"] == "C021":  # the one case that publishes both figures (docs/perf/dpsk.md)
                 cross = {"device_peak_gb": memory["peak_gb"], "host_gb_per_node": memory["host_gb_per_node"]}
-            lengths = memory.get("lengths") or {}
-            typical_fits = lengths.get("typical_fits", memory["fits"]) and not (set(memory["over"]) - {
-                "actor_update", "log_prob", "ref_log_prob", "critic_update", "critic_values"})
-            framework = "megatron" if "megatron" in row["framework"] else "fsdp"
-            results.append({"id": row["id"], "model": row["model"], "device": row["device"], "outcome": row["outcome"],
-                            "oom_phase": row["oom_phase"], "fits": memory["fits"], "right": memory["fits"] == ran,
-                            "typical_fits": bool(typical_fits), "right_typical": bool(typical_fits) == ran,
-                            "ran": ran, "framework": framework, "moe": moe, "source": row["source"],
-                            "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
-                            "limit_gb": memory["limit_gb"], "over": memory["over"], "needs": memory["needs"],
-                            "phases": {k: v["gb"] for k, v in memory["phases"].items()}})
-            if not results[-1]["right"]:
-                results[-1]["why"] = WHY.get(row["id"], "not examined yet")
-                results[-1]["detail"] = explain(results[-1], memory)
+            results.append(score(row, memory, moe))
     right = sum(r["right"] for r in results)
     return {"cases": len(results), "right": right, "share": right / len(results) if results else 0.0,
             "results": results, "c021": cross, "splits": splits(results)}
 
 
+def _share_text(entry: dict) -> str:
+    return f"{entry['right']}/{entry['cases']}"
+
+
 def _print(title: str, report: dict) -> None:
     print(f"{title}: {report['right']}/{report['cases']} predicted right ({report['share']:.0%})")
     sp = report["splits"]
-    print("  by framework: megatron {m} · fsdp {f}; by model: dense {d} · MoE {e}; verdict at the worst step {w} · "
-          "at the typical step {t}".format(
-              m=f"{sp['megatron']['right']}/{sp['megatron']['cases']}", f=f"{sp['fsdp']['right']}/{sp['fsdp']['cases']}",
-              d=f"{sp['dense']['right']}/{sp['dense']['cases']}", e=f"{sp['moe']['right']}/{sp['moe']['cases']}",
-              w=f"{sp['worst_step']['right']}/{sp['worst_step']['cases']}",
-              t=f"{sp['typical_step']['right']}/{sp['typical_step']['cases']}"))
-    print(f"  runs that ran predicted OOM: {sp['ran_predicted_oom']['count']} of {sp['ran_predicted_oom']['of']}; "
-          f"OOM runs predicted to fit: {sp['oom_predicted_fits']['count']} of {sp['oom_predicted_fits']['of']}")
+    print(f"  by framework: megatron {_share_text(sp['megatron'])} · fsdp {_share_text(sp['fsdp'])}; by model: dense "
+          f"{_share_text(sp['dense'])} · MoE {_share_text(sp['moe'])}; pools: colocated {_share_text(sp['colocated'])} · "
+          f"split {_share_text(sp['split_pools'])}")
+    print(f"  verdict (typical step where fixed micro-batches make it differ) {_share_text(sp['verdict'])}: "
+          f"ran predicted OOM {sp['ran_predicted_oom']['count']} of {sp['ran_predicted_oom']['of']}, OOM predicted to "
+          f"fit {sp['oom_predicted_fits']['count']} of {sp['oom_predicted_fits']['of']}")
+    print(f"  worst step (every sequence at its maximum) {_share_text(sp['worst_step'])}: ran predicted OOM "
+          f"{sp['worst_ran_predicted_oom']['count']} of {sp['worst_ran_predicted_oom']['of']}, OOM predicted to fit "
+          f"{sp['worst_oom_predicted_fits']['count']} of {sp['worst_oom_predicted_fits']['of']}")
     for r in report["results"]:
         mark = "ok  " if r["right"] else "MISS"
-        print(f"  {mark} {r['id']} {r['outcome']:<5} fits={str(r['fits']):<5} typical={str(r['typical_fits']):<5} "
-              f"peak {r['peak_gb']:6.1f} GiB in {r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:28]:<28} "
-              + ("over: " + ",".join(r["over"]) if r["over"] else ""))
+        print(f"  {mark} {r['id']} {r['outcome'][:5]:<5} fits={str(r['fits']):<5} worst={str(r['worst_fits']):<5} "
+              f"peak {r['peak_gb']:6.1f} GiB in {r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:26]:<26} "
+              + ("over: " + ",".join(r["over"]) if r["over"] else "")
+              + (f" (worst over: {','.join(r['worst_over'])}; OOM from ~{r['oom_response_len']}-token responses)"
+                 if r["worst_over"] and not r["over"] else ""))
     misses = [r for r in report["results"] if not r["right"]]
     if misses:
         print("  misses:")
@@ -280,7 +309,7 @@ def _print(title: str, report: dict) -> None:
 
 def main() -> None:
     report = run()
-    heldout = run(HELDOUT) if HELDOUT.exists() else None
+    heldout = run(HELDOUT) if HELDOUT.exists() and "--shared-only" not in sys.argv else None
     if "--json" in sys.argv:
         print(json.dumps({**report, "heldout": heldout}, indent=2))
         return
@@ -291,6 +320,9 @@ def main() -> None:
               f"{report['c021']['host_gb_per_node']:.0f} GiB per node")
     if heldout:
         _print("held-out public cases (benchmarks/heldout_memory_cases.csv, not used to set any term)", heldout)
+        late = [r["id"] for r in heldout["results"] if r["added"].startswith("after")]
+        if late:
+            print(f"  added after seeing predictions (not held-out): {', '.join(late)}")
 
 
 if __name__ == "__main__":
