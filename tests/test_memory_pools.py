@@ -123,3 +123,23 @@ def test_without_remove_padding_every_step_is_the_worst(tmp_path):
     setup, _, prepared = planned(tmp_path, "Qwen3-8B", **flags)
     assert setup.padded and not prepared.memory.fits and not prepared.memory.tolerated
     assert prepared.memory.lengths.typical_peak_gb == prepared.memory.lengths.worst_peak_gb
+
+
+def test_explain_memory_names_each_phases_pool(tmp_path):
+    """plan --explain-memory on a split mode: every phase says its pool, the JSON has the pools and the lengths."""
+    import json
+    import subprocess
+    import sys
+
+    folder = tmp_path / "Qwen3-8B"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "Qwen3-8B.config.json", folder / "config.json")
+    args = ["plan", "--explain-memory", "--model-path", str(folder), "--mode", "separate-async", "--framework", "fsdp",
+            "--devices", "8", "--trainer-gpus", "4", "--rollout-gpus", "4", "--verl-version", "0.9.1"]
+    text = subprocess.run([sys.executable, "-m", "verl_deploy", *args], capture_output=True, text=True, timeout=120)
+    assert "rollout [rollout pool]:" in text.stdout and "actor_update [trainer pool]:" in text.stdout, text.stderr
+    doc = json.loads(subprocess.run([sys.executable, "-m", "verl_deploy", *args, "--json"], capture_output=True,
+                                    text=True, timeout=120).stdout)
+    estimate = doc["memory_terms"]["estimate"]
+    assert set(estimate["pools"]) == {"trainer", "rollout"} and estimate["lengths"]["max_response_len"] == 8192
+    assert {p["phase"]: p["pool"] for p in estimate["phases"]}["weight_sync"] == "trainer"

@@ -114,7 +114,8 @@ class MemoryEstimate:
         for name, terms in self.phases.items():
             rows = [{"term": k, "gb": round(v.gb, 3), "formula": v.formula, "source": v.source}
                     for k, v in sorted(terms.items(), key=lambda kv: -kv[1].bytes)]
-            found.append({"phase": name, "gb": round(self.phase_gb(name), 2), "limit_gb": round(self.limit_gb, 2),
+            found.append({"phase": name, "pool": self.pool(name), "gb": round(self.phase_gb(name), 2),
+                          "limit_gb": round(self.limit_gb, 2),
                           "over": name in self.over(), "terms": rows, "observed": self.observed.get(name)})
         return found
 
