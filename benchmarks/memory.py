@@ -67,9 +67,8 @@ def model_dir(name: str, tmp: Path) -> Path:
     return folder
 
 
-def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
-    """(flags for sources.resolve, path of the config YAML) for one case."""
-    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+def _base_flags(row: dict, tmp: Path, framework: str) -> dict:
+    """Model, device, nodes, mode (with each pool's devices in the split modes), lengths and batches."""
     mode = (row.get("mode") or "?").strip()
     mode = mode if mode not in ("?", "") else "dapo"
     flags: dict = {
@@ -80,30 +79,51 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
         "max_response_length": int(number(row["max_response_length"])),
         "batch_size": int(number(row["train_batch_size"])), "mini_batch_size": int(number(row["ppo_mini_batch_size"])),
         "n_resp_per_prompt": int(number(row["rollout_n"])), "no_default_features": True, "allow_tp_mismatch": True,
+        "gen_tp": int(number(row["rollout_tp"]) or 1),
     }
     if number(row["gen_batch_size"]):
         flags["gen_batch_size"] = int(number(row["gen_batch_size"]))
     if mode != "dapo":  # the split modes: each pool's devices per node
         flags["trainer_gpus"] = int(number(row["trainer_devices_per_node"]))
         flags["rollout_gpus"] = int(number(row["rollout_devices_per_node"]))
+    return flags
+
+
+def _parallel(row: dict, framework: str, flags: dict) -> list[str]:
+    """The trainer's layout as flags, and what has no flag (EP, ETP, Ulysses, fsdp_size, rollout EP) as overrides."""
     overrides: list[str] = []
+    columns = ((("actor_ep", "actor.megatron.expert_model_parallel_size"),
+                ("actor_etp", "actor.megatron.expert_tensor_parallel_size")) if framework == "megatron" else
+               (("ulysses_sp", "actor.ulysses_sequence_parallel_size"), ("fsdp_size", "actor.fsdp_config.fsdp_size")))
     if framework == "megatron":
         flags.update(train_tp=int(number(row["actor_tp"]) or 1), train_pp=int(number(row["actor_pp"]) or 1),
                      train_cp=int(number(row["actor_cp"]) or 1))
-        if number(row["actor_ep"]):
-            overrides.append(f"{A}actor.megatron.expert_model_parallel_size={int(number(row['actor_ep']))}")
-        if number(row["actor_etp"]):
-            overrides.append(f"{A}actor.megatron.expert_tensor_parallel_size={int(number(row['actor_etp']))}")
     else:
         flags.update(train_tp=1, train_pp=1, train_cp=1)
-        if number(row["ulysses_sp"]):
-            overrides.append(f"{A}actor.ulysses_sequence_parallel_size={int(number(row['ulysses_sp']))}")
-        if number(row["fsdp_size"]):
-            overrides.append(f"{A}actor.fsdp_config.fsdp_size={int(number(row['fsdp_size']))}")
-    flags["gen_tp"] = int(number(row["rollout_tp"]) or 1)
+    overrides += [f"{A}{key}={int(number(row[column]))}" for column, key in columns if number(row[column])]
     if (number(row["rollout_ep"]) or 1) > 1:
         overrides.append(f"{A}rollout.expert_parallel_size={int(number(row['rollout_ep']))}")
-    features = []
+    return overrides
+
+
+def _recompute(row: dict, framework: str, features: list[str]) -> list[str]:
+    ckpt = row["grad_ckpt_or_recompute"]
+    if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
+        features.append("gradient_checkpointing")
+    elif "recompute selective" in ckpt and framework == "megatron":
+        return [f"+{A}actor.megatron.override_transformer_config.recompute_granularity=selective"]
+    elif "recompute" in ckpt and framework == "megatron":
+        features.append("recompute")
+        parts = re.search(r"full/(\w+)/(\d+)", ckpt)
+        if parts:
+            tc = f"{A}actor.megatron.override_transformer_config."
+            return [f"{tc}recompute_method={parts.group(1)}", f"{tc}recompute_num_layers={parts.group(2)}"]
+    return []
+
+
+def _features(row: dict, framework: str) -> tuple[list[str], list[str]]:
+    """Exactly the case's memory features, and a partial offload or recompute settings as overrides."""
+    features, overrides = [], []
     if truthy(row["remove_padding"]):
         features.append("remove_padding")
     if truthy(row["use_dynamic_bsz"]):
@@ -114,55 +134,61 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     elif param or optim:
         key = f"{A}actor.megatron." if framework == "megatron" else f"{A}actor.fsdp_config."
         overrides += [f"{key}param_offload={bool(param)}", f"{key}optimizer_offload={bool(optim)}"]
-    ckpt = row["grad_ckpt_or_recompute"]
-    if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
-        features.append("gradient_checkpointing")
-    elif "recompute selective" in ckpt and framework == "megatron":
-        overrides.append(f"+{A}actor.megatron.override_transformer_config.recompute_granularity=selective")
-    elif "recompute" in ckpt and framework == "megatron":
-        features.append("recompute")
-        parts = re.search(r"full/(\w+)/(\d+)", ckpt)
-        if parts:
-            tc = f"{A}actor.megatron.override_transformer_config."
-            overrides += [f"{tc}recompute_method={parts.group(1)}", f"{tc}recompute_num_layers={parts.group(2)}"]
+    overrides += _recompute(row, framework, features)
     features.append("flash_attn")
-    flags["features"] = ",".join(features)
     if truthy(row["ref_param_offload"]) is not None:
         key = f"{A}ref.megatron.param_offload" if framework == "megatron" else f"{A}ref.fsdp_config.param_offload"
         overrides.append(f"{key}={truthy(row['ref_param_offload'])}")
+    return features, overrides
+
+
+def _batching(row: dict) -> list[str]:
+    """Micro-batches and token budgets (the log-prob ones default to the actor's, as in verl)."""
+    overrides = []
     if number(row["ppo_micro_batch_size_per_gpu"]):
         overrides.append(f"{A}actor.ppo_micro_batch_size_per_gpu={int(number(row['ppo_micro_batch_size_per_gpu']))}")
     log_micro = number(row["log_prob_micro_batch_size_per_gpu"]) or number(row["ppo_micro_batch_size_per_gpu"])
-    if log_micro:
-        for role in ("rollout", "ref"):
-            overrides.append(f"{A}{role}.log_prob_micro_batch_size_per_gpu={int(log_micro)}")
     budget = number(row["ppo_max_token_len_per_gpu"])
+    log_budget = number(row["log_prob_max_token_len_per_gpu"]) or budget
     if budget:
         overrides.append(f"{A}actor.ppo_max_token_len_per_gpu={int(budget)}")
-    log_budget = number(row["log_prob_max_token_len_per_gpu"]) or budget
-    if log_budget:
-        for role in ("rollout", "ref"):
+    for role in ("rollout", "ref"):
+        if log_micro:
+            overrides.append(f"{A}{role}.log_prob_micro_batch_size_per_gpu={int(log_micro)}")
+        if log_budget:
             overrides.append(f"{A}{role}.log_prob_max_token_len_per_gpu={int(log_budget)}")
-    for column, key in (("max_num_batched_tokens", "max_num_batched_tokens"), ("max_num_seqs", "max_num_seqs")):
-        if number(row[column]):
-            overrides.append(f"{A}rollout.{key}={int(number(row[column]))}")
-    for column, key in (("enforce_eager", "enforce_eager"), ("free_cache_engine", "free_cache_engine")):
-        if truthy(row[column]) is not None:
-            overrides.append(f"{A}rollout.{key}={truthy(row[column])}")
+    return overrides
+
+
+def _knobs(row: dict) -> list[str]:
+    """The engine's knobs, the logits' kernels, the optimizer's offload fraction and the KL loss."""
+    overrides = [f"{A}rollout.{column}={int(number(row[column]))}" for column in ("max_num_batched_tokens", "max_num_seqs")
+                 if number(row[column])]
+    overrides += [f"{A}rollout.{column}={truthy(row[column])}" for column in ("enforce_eager", "free_cache_engine")
+                  if truthy(row[column]) is not None]
     entropy = row["entropy_ckpt_or_chunking"]
-    if "use_fused_kernels=True" in entropy:
-        overrides.append(f"{A}model.use_fused_kernels=True")
-    if "chunking=True" in entropy:
-        overrides.append(f"{A}actor.entropy_from_logits_with_chunking=True")
-    if "entropy_checkpointing=True" in entropy:
-        overrides.append(f"{A}actor.entropy_checkpointing=True")
+    for text, key in (("use_fused_kernels=True", "model.use_fused_kernels"),
+                      ("chunking=True", "actor.entropy_from_logits_with_chunking"),
+                      ("entropy_checkpointing=True", "actor.entropy_checkpointing")):
+        if text in entropy:
+            overrides.append(f"{A}{key}=True")
     fraction = re.search(r"offload_fraction=([\d.]+)", row["optimizer_offload_fraction_or_cpu_adam"])
     if fraction:
         oc = f"+{A}actor.optim.override_optimizer_config."  # an open dict in verl's config: new keys take +
         overrides += [f"{oc}optimizer_offload_fraction={fraction.group(1)}", f"{oc}optimizer_cpu_offload=True"]
     if truthy(row["use_kl_loss"]) is not None:
         overrides.append(f"{A}actor.use_kl_loss={truthy(row['use_kl_loss'])}")
-    flags["overrides"] = overrides
+    return overrides
+
+
+def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
+    """(flags for sources.resolve, path of the config YAML) for one case."""
+    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+    flags = _base_flags(row, tmp, framework)
+    overrides = _parallel(row, framework, flags)
+    features, feature_overrides = _features(row, framework)
+    flags["features"] = ",".join(features)
+    flags["overrides"] = overrides + feature_overrides + _batching(row) + _knobs(row)
     config = {"gpu_memory_utilization": number(row["gpu_memory_utilization"]),
               "rollout_engine": "sglang" if "sglang" in row["rollout_engine"] else "vllm"}
     path = tmp / f"{row['id']}.yaml"
