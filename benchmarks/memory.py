@@ -27,6 +27,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "src") not in sys.path:  # this tree's estimate, also when another benchmark imports this one
+    sys.path.insert(0, str(ROOT / "src"))
 CASES = ROOT / "tests" / "fixtures" / "memory" / "memory_cases.csv"
 CONFIGS = ROOT / "tests" / "fixtures" / "memory"
 A = "actor_rollout_ref."
@@ -37,7 +39,8 @@ ARCHITECTURE = [
     (r"qwen3-8b", "Qwen3-8B"), (r"qwen2\.5-vl-3b", "Qwen2.5-VL-3B"), (r"qwen2\.5-vl-7b", "Qwen2.5-VL-7B"),
     (r"qwen2\.5-vl-32b", "Qwen2.5-VL-32B"), (r"qwen2\.5-coder-14b|qwen2\.5-14b", "Qwen2.5-14B"),
     (r"qwen2\.5-32b", "Qwen2.5-32B"), (r"qwen2\.5-(math-)?7b", "Qwen2.5-7B"), (r"deepseek-v3", "DeepSeek-V3"),
-    (r"qwen3-14b", "Qwen3-14B"),
+    (r"qwen3-14b", "Qwen3-14B"), (r"qwen2-7b", "Qwen2.5-7B"), (r"qwen2(\.5)?-72b", "Qwen2-72B"),
+    (r"qwen3-vl-30b", "Qwen3-30B-A3B"),
 ]
 # Public cases the estimate was not built from (source URL per row); scored apart, never used to set a term.
 HELDOUT = ROOT / "benchmarks" / "heldout_memory_cases.csv"
@@ -66,38 +69,63 @@ def model_dir(name: str, tmp: Path) -> Path:
     return folder
 
 
-def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
-    """(flags for sources.resolve, path of the config YAML) for one case."""
-    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+def _base_flags(row: dict, tmp: Path, framework: str) -> dict:
+    """Model, device, nodes, mode (with each pool's devices in the split modes), lengths and batches."""
+    mode = (row.get("mode") or "?").strip()
+    mode = mode if mode not in ("?", "") else "dapo"
     flags: dict = {
         "model_path": str(model_dir(row["model"], tmp)), "device": "npu" if "Ascend" in row["device"] else "gpu",
         "device_memory_gb": number(row["device_mem_GB"]), "devices": int(number(row["devices_per_node"])),
-        "nnodes": int(number(row["nodes"])), "framework": framework, "mode": "dapo", "verl_version": "0.9.1",
+        "nnodes": int(number(row["nodes"])), "framework": framework, "mode": mode, "verl_version": "0.9.1",
         "max_prompt_length": int(number(row["max_prompt_length"])),
         "max_response_length": int(number(row["max_response_length"])),
         "batch_size": int(number(row["train_batch_size"])), "mini_batch_size": int(number(row["ppo_mini_batch_size"])),
         "n_resp_per_prompt": int(number(row["rollout_n"])), "no_default_features": True, "allow_tp_mismatch": True,
+        "gen_tp": int(number(row["rollout_tp"]) or 1),
     }
     if number(row["gen_batch_size"]):
         flags["gen_batch_size"] = int(number(row["gen_batch_size"]))
+    if mode != "dapo":  # the split modes: each pool's devices per node
+        flags["trainer_gpus"] = int(number(row["trainer_devices_per_node"]))
+        flags["rollout_gpus"] = int(number(row["rollout_devices_per_node"]))
+    return flags
+
+
+def _parallel(row: dict, framework: str, flags: dict) -> list[str]:
+    """The trainer's layout as flags, and what has no flag (EP, ETP, Ulysses, fsdp_size, rollout EP) as overrides."""
     overrides: list[str] = []
+    columns = ((("actor_ep", "actor.megatron.expert_model_parallel_size"),
+                ("actor_etp", "actor.megatron.expert_tensor_parallel_size")) if framework == "megatron" else
+               (("ulysses_sp", "actor.ulysses_sequence_parallel_size"), ("fsdp_size", "actor.fsdp_config.fsdp_size")))
     if framework == "megatron":
         flags.update(train_tp=int(number(row["actor_tp"]) or 1), train_pp=int(number(row["actor_pp"]) or 1),
                      train_cp=int(number(row["actor_cp"]) or 1))
-        if number(row["actor_ep"]):
-            overrides.append(f"{A}actor.megatron.expert_model_parallel_size={int(number(row['actor_ep']))}")
-        if number(row["actor_etp"]):
-            overrides.append(f"{A}actor.megatron.expert_tensor_parallel_size={int(number(row['actor_etp']))}")
     else:
         flags.update(train_tp=1, train_pp=1, train_cp=1)
-        if number(row["ulysses_sp"]):
-            overrides.append(f"{A}actor.ulysses_sequence_parallel_size={int(number(row['ulysses_sp']))}")
-        if number(row["fsdp_size"]):
-            overrides.append(f"{A}actor.fsdp_config.fsdp_size={int(number(row['fsdp_size']))}")
-    flags["gen_tp"] = int(number(row["rollout_tp"]) or 1)
+    overrides += [f"{A}{key}={int(number(row[column]))}" for column, key in columns if number(row[column])]
     if (number(row["rollout_ep"]) or 1) > 1:
         overrides.append(f"{A}rollout.expert_parallel_size={int(number(row['rollout_ep']))}")
-    features = []
+    return overrides
+
+
+def _recompute(row: dict, framework: str, features: list[str]) -> list[str]:
+    ckpt = row["grad_ckpt_or_recompute"]
+    if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
+        features.append("gradient_checkpointing")
+    elif "recompute selective" in ckpt and framework == "megatron":
+        return [f"+{A}actor.megatron.override_transformer_config.recompute_granularity=selective"]
+    elif "recompute" in ckpt and framework == "megatron":
+        features.append("recompute")
+        parts = re.search(r"full/(\w+)/(\d+)", ckpt)
+        if parts:
+            tc = f"{A}actor.megatron.override_transformer_config."
+            return [f"{tc}recompute_method={parts.group(1)}", f"{tc}recompute_num_layers={parts.group(2)}"]
+    return []
+
+
+def _features(row: dict, framework: str) -> tuple[list[str], list[str]]:
+    """Exactly the case's memory features, and a partial offload or recompute settings as overrides."""
+    features, overrides = [], []
     if truthy(row["remove_padding"]):
         features.append("remove_padding")
     if truthy(row["use_dynamic_bsz"]):
@@ -108,53 +136,61 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     elif param or optim:
         key = f"{A}actor.megatron." if framework == "megatron" else f"{A}actor.fsdp_config."
         overrides += [f"{key}param_offload={bool(param)}", f"{key}optimizer_offload={bool(optim)}"]
-    ckpt = row["grad_ckpt_or_recompute"]
-    if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
-        features.append("gradient_checkpointing")
-    elif "recompute" in ckpt and framework == "megatron":
-        features.append("recompute")
-        parts = re.search(r"full/(\w+)/(\d+)", ckpt)
-        if parts:
-            tc = f"{A}actor.megatron.override_transformer_config."
-            overrides += [f"{tc}recompute_method={parts.group(1)}", f"{tc}recompute_num_layers={parts.group(2)}"]
+    overrides += _recompute(row, framework, features)
     features.append("flash_attn")
-    flags["features"] = ",".join(features)
     if truthy(row["ref_param_offload"]) is not None:
         key = f"{A}ref.megatron.param_offload" if framework == "megatron" else f"{A}ref.fsdp_config.param_offload"
         overrides.append(f"{key}={truthy(row['ref_param_offload'])}")
+    return features, overrides
+
+
+def _batching(row: dict) -> list[str]:
+    """Micro-batches and token budgets (the log-prob ones default to the actor's, as in verl)."""
+    overrides = []
     if number(row["ppo_micro_batch_size_per_gpu"]):
         overrides.append(f"{A}actor.ppo_micro_batch_size_per_gpu={int(number(row['ppo_micro_batch_size_per_gpu']))}")
     log_micro = number(row["log_prob_micro_batch_size_per_gpu"]) or number(row["ppo_micro_batch_size_per_gpu"])
-    if log_micro:
-        for role in ("rollout", "ref"):
-            overrides.append(f"{A}{role}.log_prob_micro_batch_size_per_gpu={int(log_micro)}")
     budget = number(row["ppo_max_token_len_per_gpu"])
+    log_budget = number(row["log_prob_max_token_len_per_gpu"]) or budget
     if budget:
         overrides.append(f"{A}actor.ppo_max_token_len_per_gpu={int(budget)}")
-    log_budget = number(row["log_prob_max_token_len_per_gpu"]) or budget
-    if log_budget:
-        for role in ("rollout", "ref"):
+    for role in ("rollout", "ref"):
+        if log_micro:
+            overrides.append(f"{A}{role}.log_prob_micro_batch_size_per_gpu={int(log_micro)}")
+        if log_budget:
             overrides.append(f"{A}{role}.log_prob_max_token_len_per_gpu={int(log_budget)}")
-    for column, key in (("max_num_batched_tokens", "max_num_batched_tokens"), ("max_num_seqs", "max_num_seqs")):
-        if number(row[column]):
-            overrides.append(f"{A}rollout.{key}={int(number(row[column]))}")
-    for column, key in (("enforce_eager", "enforce_eager"), ("free_cache_engine", "free_cache_engine")):
-        if truthy(row[column]) is not None:
-            overrides.append(f"{A}rollout.{key}={truthy(row[column])}")
+    return overrides
+
+
+def _knobs(row: dict) -> list[str]:
+    """The engine's knobs, the logits' kernels, the optimizer's offload fraction and the KL loss."""
+    overrides = [f"{A}rollout.{column}={int(number(row[column]))}" for column in ("max_num_batched_tokens", "max_num_seqs")
+                 if number(row[column])]
+    overrides += [f"{A}rollout.{column}={truthy(row[column])}" for column in ("enforce_eager", "free_cache_engine")
+                  if truthy(row[column]) is not None]
     entropy = row["entropy_ckpt_or_chunking"]
-    if "use_fused_kernels=True" in entropy:
-        overrides.append(f"{A}model.use_fused_kernels=True")
-    if "chunking=True" in entropy:
-        overrides.append(f"{A}actor.entropy_from_logits_with_chunking=True")
-    if "entropy_checkpointing=True" in entropy:
-        overrides.append(f"{A}actor.entropy_checkpointing=True")
+    for text, key in (("use_fused_kernels=True", "model.use_fused_kernels"),
+                      ("chunking=True", "actor.entropy_from_logits_with_chunking"),
+                      ("entropy_checkpointing=True", "actor.entropy_checkpointing")):
+        if text in entropy:
+            overrides.append(f"{A}{key}=True")
     fraction = re.search(r"offload_fraction=([\d.]+)", row["optimizer_offload_fraction_or_cpu_adam"])
     if fraction:
         oc = f"+{A}actor.optim.override_optimizer_config."  # an open dict in verl's config: new keys take +
         overrides += [f"{oc}optimizer_offload_fraction={fraction.group(1)}", f"{oc}optimizer_cpu_offload=True"]
     if truthy(row["use_kl_loss"]) is not None:
         overrides.append(f"{A}actor.use_kl_loss={truthy(row['use_kl_loss'])}")
-    flags["overrides"] = overrides
+    return overrides
+
+
+def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
+    """(flags for sources.resolve, path of the config YAML) for one case."""
+    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+    flags = _base_flags(row, tmp, framework)
+    overrides = _parallel(row, framework, flags)
+    features, feature_overrides = _features(row, framework)
+    flags["features"] = ",".join(features)
+    flags["overrides"] = overrides + feature_overrides + _batching(row) + _knobs(row)
     config = {"gpu_memory_utilization": number(row["gpu_memory_utilization"]),
               "rollout_engine": "sglang" if "sglang" in row["rollout_engine"] else "vllm"}
     path = tmp / f"{row['id']}.yaml"
@@ -172,7 +208,22 @@ WHY = {
             "reporter says it still runs out at 1024/2048 lengths, where every length-driven term is far smaller; the "
             "code-derived terms (fp32 grad buffer, 12 B/param optimizer with DP 1, Megatron's own activation count) "
             "leave ~4 GiB at 8192 tokens, so the cause is outside a static budget (verl 9f4161e's update path); not "
-            "fitted"
+            "fitted",
+    # held-out misses, taken apart after the first (and only) scoring run; no term was changed for them
+    "H35": "selective recompute with recompute_modules [core_attn, moe_act, layernorm, mlp, moe]: Megatron then keeps "
+           "only each module's input, but the estimate counts selective recompute as none (it reads the granularity, "
+           "not the modules), so the MoE layer's top-k token copies (~100 KB per token and layer) are counted in full",
+    "H36": "Qwen3-30B-A3B TP1 EP8 without recompute at a 10240-token budget: the MoE layers' saved top-k copies "
+           "(permuted input and expert output per copy) dominate; the run uses moe_permute_fusion / DeepEP and "
+           "use_precision_aware_optimizer, whose saved tensors the estimate does not model; an 8-GPU table row "
+           "with an MFU figure only",
+    "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
+           "update still needs ~96 GiB; the real prompts and responses are far shorter than half",
+    "H40": "dynamic batching whose 24000-token budget exceeds a rank's real share of the mini-batch (GSM8K: "
+           "~256 x 5 x 450 / 32 = 18000 tokens): the estimate takes the rank's share at the maximum lengths "
+           "(40960) and so the budget binds; it applies the typical step only to fixed micro-batches",
+    "H41": "as H40 on 80 GB devices; even at the real mean lengths the estimate counts ~86 GiB (72B FSDP: 34 GiB "
+           "of state, checkpointed layer inputs 80 x 2h per token, bf16 logits and their gradient)",
 }
 
 
@@ -209,20 +260,48 @@ def _share(results: list[dict], key: str = "right") -> str:
     return f"{sum(r[key] for r in results)}/{len(results)}" if results else "-"
 
 
+def _count(chosen: list[dict], key: str = "right") -> dict:
+    return {"right": sum(r[key] for r in chosen), "cases": len(chosen)}
+
+
 def splits(results: list[dict]) -> dict:
-    """Accuracy by framework, dense/MoE, and verdict at the worst step vs the typical step."""
+    """Accuracy by framework, dense/MoE, pools (colocated or split), and the verdict at the typical step (what plan
+    and launch act on) vs at the worst step, with the two kinds of wrong answer."""
     found: dict = {}
     for label, pick in (("megatron", lambda r: r["framework"] == "megatron"), ("fsdp", lambda r: r["framework"] == "fsdp"),
-                        ("dense", lambda r: not r["moe"]), ("moe", lambda r: r["moe"])):
-        chosen = [r for r in results if pick(r)]
-        found[label] = {"right": sum(r["right"] for r in chosen), "cases": len(chosen)}
-    found["worst_step"] = {"right": sum(r["right"] for r in results), "cases": len(results)}
-    found["typical_step"] = {"right": sum(r["right_typical"] for r in results), "cases": len(results)}
+                        ("dense", lambda r: not r["moe"]), ("moe", lambda r: r["moe"]),
+                        ("colocated", lambda r: r["mode"] == "dapo"), ("split_pools", lambda r: r["mode"] != "dapo")):
+        found[label] = _count([r for r in results if pick(r)])
+    found["verdict"] = _count(results)
+    found["worst_step"] = _count(results, "right_worst")
     ran = [r for r in results if r["ran"]]
     oom = [r for r in results if not r["ran"]]
     found["ran_predicted_oom"] = {"count": sum(not r["fits"] for r in ran), "of": len(ran)}
     found["oom_predicted_fits"] = {"count": sum(r["fits"] for r in oom), "of": len(oom)}
+    found["worst_ran_predicted_oom"] = {"count": sum(not r["worst_fits"] for r in ran), "of": len(ran)}
+    found["worst_oom_predicted_fits"] = {"count": sum(r["worst_fits"] for r in oom), "of": len(oom)}
     return found
+
+
+def score(row: dict, memory: dict, moe: bool) -> dict:
+    """One case's verdicts against its outcome."""
+    ran = not row["outcome"].upper().startswith("OOM")
+    worst_fits = not memory["worst_over"] and not memory["observed"]
+    framework = "megatron" if "megatron" in row["framework"] else "fsdp"
+    mode = (row.get("mode") or "dapo").strip()
+    result = {"id": row["id"], "model": row["model"], "device": row["device"], "outcome": row["outcome"],
+              "oom_phase": row["oom_phase"], "fits": memory["fits"], "right": memory["fits"] == ran,
+              "worst_fits": worst_fits, "right_worst": worst_fits == ran, "ran": ran, "framework": framework,
+              "moe": moe, "mode": mode if mode not in ("?", "") else "dapo", "source": row["source"],
+              "added": row.get("added") or "", "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
+              "limit_gb": memory["limit_gb"], "over": memory["over"], "worst_over": memory["worst_over"],
+              "needs": memory["needs"], "phases": {k: v["gb"] for k, v in memory["phases"].items()},
+              "pools": {k: v["fits"] for k, v in memory["pools"].items()},
+              "oom_response_len": (memory.get("lengths") or {}).get("oom_response_len")}
+    if not result["right"]:
+        result["why"] = WHY.get(row["id"], "not examined yet")
+        result["detail"] = explain(result, memory)
+    return result
 
 
 def run(cases: Path = CASES) -> dict:
@@ -232,44 +311,37 @@ def run(cases: Path = CASES) -> dict:
     with tempfile.TemporaryDirectory(prefix="verl-deploy-memory-") as tmp:
         for row in rows:
             memory, moe = estimate_case(row, Path(tmp))
-            ran = not row["outcome"].upper().startswith("OOM")
             if row["id"] == "C021":  # the one case that publishes both figures (docs/perf/dpsk.md)
                 cross = {"device_peak_gb": memory["peak_gb"], "host_gb_per_node": memory["host_gb_per_node"]}
-            lengths = memory.get("lengths") or {}
-            typical_fits = lengths.get("typical_fits", memory["fits"]) and not (set(memory["over"]) - {
-                "actor_update", "log_prob", "ref_log_prob", "critic_update", "critic_values"})
-            framework = "megatron" if "megatron" in row["framework"] else "fsdp"
-            results.append({"id": row["id"], "model": row["model"], "device": row["device"], "outcome": row["outcome"],
-                            "oom_phase": row["oom_phase"], "fits": memory["fits"], "right": memory["fits"] == ran,
-                            "typical_fits": bool(typical_fits), "right_typical": bool(typical_fits) == ran,
-                            "ran": ran, "framework": framework, "moe": moe, "source": row["source"],
-                            "peak_gb": memory["peak_gb"], "peak_phase": memory["peak_phase"],
-                            "limit_gb": memory["limit_gb"], "over": memory["over"], "needs": memory["needs"],
-                            "phases": {k: v["gb"] for k, v in memory["phases"].items()}})
-            if not results[-1]["right"]:
-                results[-1]["why"] = WHY.get(row["id"], "not examined yet")
-                results[-1]["detail"] = explain(results[-1], memory)
+            results.append(score(row, memory, moe))
     right = sum(r["right"] for r in results)
     return {"cases": len(results), "right": right, "share": right / len(results) if results else 0.0,
             "results": results, "c021": cross, "splits": splits(results)}
 
 
+def _share_text(entry: dict) -> str:
+    return f"{entry['right']}/{entry['cases']}"
+
+
 def _print(title: str, report: dict) -> None:
     print(f"{title}: {report['right']}/{report['cases']} predicted right ({report['share']:.0%})")
     sp = report["splits"]
-    print("  by framework: megatron {m} · fsdp {f}; by model: dense {d} · MoE {e}; verdict at the worst step {w} · "
-          "at the typical step {t}".format(
-              m=f"{sp['megatron']['right']}/{sp['megatron']['cases']}", f=f"{sp['fsdp']['right']}/{sp['fsdp']['cases']}",
-              d=f"{sp['dense']['right']}/{sp['dense']['cases']}", e=f"{sp['moe']['right']}/{sp['moe']['cases']}",
-              w=f"{sp['worst_step']['right']}/{sp['worst_step']['cases']}",
-              t=f"{sp['typical_step']['right']}/{sp['typical_step']['cases']}"))
-    print(f"  runs that ran predicted OOM: {sp['ran_predicted_oom']['count']} of {sp['ran_predicted_oom']['of']}; "
-          f"OOM runs predicted to fit: {sp['oom_predicted_fits']['count']} of {sp['oom_predicted_fits']['of']}")
+    print(f"  by framework: megatron {_share_text(sp['megatron'])} · fsdp {_share_text(sp['fsdp'])}; by model: dense "
+          f"{_share_text(sp['dense'])} · MoE {_share_text(sp['moe'])}; pools: colocated {_share_text(sp['colocated'])} · "
+          f"split {_share_text(sp['split_pools'])}")
+    print(f"  verdict (typical step where fixed micro-batches make it differ) {_share_text(sp['verdict'])}: "
+          f"ran predicted OOM {sp['ran_predicted_oom']['count']} of {sp['ran_predicted_oom']['of']}, OOM predicted to "
+          f"fit {sp['oom_predicted_fits']['count']} of {sp['oom_predicted_fits']['of']}")
+    print(f"  worst step (every sequence at its maximum) {_share_text(sp['worst_step'])}: ran predicted OOM "
+          f"{sp['worst_ran_predicted_oom']['count']} of {sp['worst_ran_predicted_oom']['of']}, OOM predicted to fit "
+          f"{sp['worst_oom_predicted_fits']['count']} of {sp['worst_oom_predicted_fits']['of']}")
     for r in report["results"]:
         mark = "ok  " if r["right"] else "MISS"
-        print(f"  {mark} {r['id']} {r['outcome']:<5} fits={str(r['fits']):<5} typical={str(r['typical_fits']):<5} "
-              f"peak {r['peak_gb']:6.1f} GiB in {r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:28]:<28} "
-              + ("over: " + ",".join(r["over"]) if r["over"] else ""))
+        print(f"  {mark} {r['id']} {r['outcome'][:5]:<5} fits={str(r['fits']):<5} worst={str(r['worst_fits']):<5} "
+              f"peak {r['peak_gb']:6.1f} GiB in {r['peak_phase']:<12} limit {r['limit_gb']:5.1f}  {r['model'][:26]:<26} "
+              + ("over: " + ",".join(r["over"]) if r["over"] else "")
+              + (f" (worst over: {','.join(r['worst_over'])}; OOM from ~{r['oom_response_len']}-token responses)"
+                 if r["worst_over"] and not r["over"] else ""))
     misses = [r for r in report["results"] if not r["right"]]
     if misses:
         print("  misses:")
@@ -280,7 +352,7 @@ def _print(title: str, report: dict) -> None:
 
 def main() -> None:
     report = run()
-    heldout = run(HELDOUT) if HELDOUT.exists() else None
+    heldout = run(HELDOUT) if HELDOUT.exists() and "--shared-only" not in sys.argv else None
     if "--json" in sys.argv:
         print(json.dumps({**report, "heldout": heldout}, indent=2))
         return
@@ -291,6 +363,9 @@ def main() -> None:
               f"{report['c021']['host_gb_per_node']:.0f} GiB per node")
     if heldout:
         _print("held-out public cases (benchmarks/heldout_memory_cases.csv, not used to set any term)", heldout)
+        late = [r["id"] for r in heldout["results"] if r["added"].startswith("after")]
+        if late:
+            print(f"  added after seeing predictions (not held-out): {', '.join(late)}")
 
 
 if __name__ == "__main__":

@@ -160,7 +160,9 @@ def test_the_calibration_benchmark_runs_and_prints_its_share():
     lines = result.stdout.splitlines()
     first = lines[0]
     assert first.startswith("memory estimate on the shared cases: ") and "predicted right" in first
-    assert lines[1].strip().startswith("by framework: megatron ") and "at the typical step" in lines[1]
+    assert lines[1].strip().startswith("by framework: megatron ") and "MoE" in lines[1] and "split" in lines[1]
+    assert lines[2].strip().startswith("verdict (typical step") and "OOM predicted to fit" in lines[2]
+    assert lines[3].strip().startswith("worst step") and "ran predicted OOM" in lines[3]
     right, total = (int(x) for x in first.split(": ")[1].split(" ")[0].split("/"))
     held = next(i for i, line in enumerate(lines) if line.startswith("held-out public cases"))
     assert total == 19 and len([line for line in lines[:held] if line.strip().startswith(("ok", "MISS"))]) == 19

@@ -216,9 +216,16 @@ def test_host_memory_per_node_counts_what_offload_moves_there(tmp_path):
 def test_one_step_off_keeps_the_engine_off_the_trainer_devices(tmp_path):
     _, _, prepared = setup_and_shape(tmp_path, "Qwen3-8B", mode="one-step-off", framework="fsdp", device="gpu",
                                      trainer_gpus=4, rollout_gpus=4, gen_tp=2, allow_tp_mismatch=True)
-    phases = prepared.memory.phases
-    assert "weight_sync" not in phases and set(phases["rollout"]) == {"engine_budget", "engine_overhead", "device_context"}
-    assert not any(name.startswith("rollout_engine") for name in phases["actor_update"])
+    estimate = prepared.memory
+    phases = estimate.phases
+    # the rollout pool holds the engine and the bucket of weights it receives, never the trainer's state
+    assert set(phases["rollout"]) == {"engine_budget", "engine_overhead", "device_context", "sync_bucket"}
+    assert estimate.pool("rollout") == "rollout" and estimate.pool("actor_update") == "trainer"
+    # the trainer pool sends its weights a bucket at a time and never holds the engine
+    assert "sync_bucket" in phases["weight_sync"] and estimate.pool("weight_sync") == "trainer"
+    assert not any(name.startswith(("rollout_engine", "rollout_weights")) for p in phases if estimate.pool(p) == "trainer"
+                   for name in phases[p])
+    assert estimate.pools()["trainer"]["devices_per_node"] == 4 and estimate.pools()["rollout"]["devices_per_node"] == 4
     shape, _ = load_shape(prepared.spec.model_path)
     assert terms.actor_params(shape, setup_from_plan(prepared.plan)).bytes == QWEN3_8B * 4 / 4  # 4 trainer devices
 
@@ -309,8 +316,10 @@ def test_typical_and_worst_case_and_the_response_length_where_it_stops_fitting(t
     boundary = lengths.oom_response_len
     assert lengths.typical_response_len < boundary <= 32768
     device = device_memory(prepared.spec.device, prepared.spec.device_memory_gb, "spec", prepared.spec.device_name)
-    assert build(shape, replace(setup, response_len=boundary - 1), device, None).fits
-    assert not build(shape, replace(setup, response_len=boundary), device, None).fits
+    prompt = lengths.typical_prompt_len  # the boundary is found with the prompts at their typical length
+    assert prompt == setup.prompt_len // 2
+    assert build(shape, replace(setup, prompt_len=prompt, response_len=boundary - 1), device, None).fits
+    assert not build(shape, replace(setup, prompt_len=prompt, response_len=boundary), device, None).fits
     dynamic = setup_and_shape(tmp_path / "dyn", "Qwen3-8B", max_response_length=20480)[2].memory.lengths
     assert dynamic.budget_bound and dynamic.typical_peak_gb == dynamic.worst_peak_gb
 

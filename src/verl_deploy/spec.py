@@ -195,6 +195,9 @@ class RunSpec(BaseModel):
     n_resp_per_prompt: int = Field(8, ge=1, le=1024)
     max_prompt_length: int = Field(2048, ge=16, le=1_048_576)
     max_response_length: int = Field(8192, ge=16, le=1_048_576)
+    expected_response_length: Optional[int] = Field(
+        None, ge=1, le=1_048_576, description="the mean response length the run is expected to reach (DAPO logs it as "
+        "response_length/mean): the memory estimate sizes the typical step with it (default: half the maximum)")
     temperature: float = Field(1.0, ge=0, le=10)
     clip_ratio_low: float = Field(0.2, ge=0, le=1)
     clip_ratio_high: float = Field(0.28, ge=0, le=10)

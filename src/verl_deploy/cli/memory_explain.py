@@ -16,6 +16,8 @@ def explain_document(prepared: Prepared) -> dict:
                          "kv_cache": {"left_gb": round(estimate.kv_left.gb, 2),
                                       "needed_gb": round(estimate.kv_needed.gb, 2),
                                       "left": estimate.kv_left.formula, "needed": estimate.kv_needed.formula},
+                         "pools": estimate.pools(),
+                         "lengths": None if estimate.lengths is None else estimate.lengths.to_dict(),
                          "observed": dict(estimate.observed)}}
 
 
@@ -30,7 +32,8 @@ def show_explanation(prepared: Prepared) -> None:
         return
     for phase in estimate.explain():
         mark = "[red]over[/]" if phase["over"] else "fits"
-        table = Table(title=f"{phase['phase']}: {phase['gb']:.2f} GiB of {phase['limit_gb']:.2f} ({mark})", box=None,
+        pool = "" if phase["pool"] == "shared" else escape(f" [{phase['pool']} pool]")
+        table = Table(title=f"{phase['phase']}{pool}: {phase['gb']:.2f} GiB of {phase['limit_gb']:.2f} ({mark})", box=None,
                       header_style="bold", title_justify="left")
         for column in ("term", "GiB", "formula", "source"):
             table.add_column(column, overflow="fold")

@@ -27,6 +27,75 @@ def _features_on(setup: Setup) -> list[str]:
     return [f for f in MEMORY_FEATURES[setup.framework] if f in on]
 
 
+def _seen_ran(estimate: MemoryEstimate, entries, shape, setup: Setup, device, on: list[str]) -> None:
+    """A clean run of this very configuration in the calibration log: it fits, and plan names the run."""
+    ran = calibration.clean_runs(entries, shape.identity, setup.layout(), device.total_gb, setup.workload(), tuple(on))
+    if not ran:
+        return
+    last = ran[-1]
+    estimate.seen_ran = (f"calibration log ({last.name or 'this model'} [{last.model}], {last.layout}, "
+                         f"{last.device_gb:g} GB, {last.time or 'undated'}): this configuration ran cleanly"
+                         + (f", device peak {last.peak_gb:.1f} GiB (perf/max_memory_reserved_gb)"
+                            if last.peak_gb is not None else ""))
+    estimate.seen_peak_gb = last.peak_gb
+
+
+def _lesson(estimate: MemoryEstimate, lesson, setup: Setup, on: list[str]) -> tuple[list[str], list[str]]:
+    """What one OOM lesson of the calibration log requires: (features, knob changes); it marks the phase it saw."""
+    ladder = MEMORY_FEATURES[setup.framework]
+    seen = (f"calibration log ({lesson.name or 'this model'} [{lesson.model}], {lesson.layout}, "
+            f"{lesson.device_gb:g} GB, {lesson.time or 'undated'}): OOM in {lesson.phase} with "
+            f"{', '.join(lesson.features_on) or 'no memory features'}")
+    if not lesson.added:  # the ladder ran out: what was on was not enough, whatever comes next
+        missing = [f for f in ladder if f not in lesson.features_on]
+        if not set(lesson.features_on) <= set(on):
+            return [], []
+        estimate.observed[lesson.phase] = f"{seen}; the OOM ladder could not fix it"
+        knobs = [] if missing else ["more devices or a larger TP/PP (the calibration log saw this OOM with every "
+                                    "memory feature on)"]
+        return [f for f in (*lesson.features_on, *missing) if f not in on], knobs
+    if lesson.added in ladder and lesson.added not in on:
+        estimate.observed[lesson.phase] = f"{seen}; fixed by adding {lesson.added}"
+        return [f for f in (*lesson.features_on, lesson.added) if f in ladder and f not in on], []
+    if lesson.added.startswith("gpu_memory_utilization="):
+        try:
+            lowered = float(lesson.added.split("=", 1)[1])
+        except ValueError:
+            return [], []
+        if setup.gpu_memory_utilization > lowered:
+            estimate.observed[lesson.phase] = f"{seen}; the ladder lowered {lesson.added}"
+            return [], [lesson.added]
+    return [], []
+
+
+def _calibrate(estimate: MemoryEstimate, shape, setup: Setup, device, on: list[str],
+               calibration_file: Path | None) -> tuple[list[str], list[str]]:
+    """Apply the calibration log (clean runs, then OOM lessons) for this model x layout x device."""
+    entries = calibration.read(calibration_file)
+    _seen_ran(estimate, entries, shape, setup, device, on)
+    required: list[str] = []
+    knob_needs: list[str] = []
+    for lesson in calibration.lessons(entries, shape.identity, setup.layout(), device.total_gb):
+        features, knobs = _lesson(estimate, lesson, setup, on)
+        required += features
+        knob_needs += knobs
+    return required, knob_needs
+
+
+def _judge_lengths(estimate: MemoryEstimate, shape, setup: Setup, device) -> None:
+    """Typical vs worst step: a run whose typical step fits is judged to fit, and the worst step is kept apart with
+    what it needs and the response length where it starts to run out of memory."""
+    try:
+        estimate.lengths = length_outlook(shape, setup, device)
+    except Exception:  # advice on top of advice: never the reason an estimate is missing
+        estimate.lengths = None
+        return
+    worst = estimate.worst_over()
+    if worst and estimate.lengths.typical_fits and not setup.dynamic_bsz:
+        estimate.tolerated = tuple(worst)
+        estimate.worst_needs = find_needs(shape, setup, device)
+
+
 def estimate_plan(plan, *, use_calibration: bool = True,
                   calibration_file: Path | None = None) -> tuple[MemoryEstimate | None, str]:
     """(estimate, how the model was found) or (None, why there is no estimate)."""
@@ -39,53 +108,15 @@ def estimate_plan(plan, *, use_calibration: bool = True,
                            spec.device_name)
     estimate = build(shape, setup, device, spec.host_memory_gb)
     on = _features_on(setup)
-    required: list[str] = []
-    knob_needs: list[str] = []
-    if use_calibration:
-        entries = calibration.read(calibration_file)
-        ran = calibration.clean_runs(entries, shape.identity, setup.layout(), device.total_gb, setup.workload(),
-                                     tuple(on))
-        if ran:
-            last = ran[-1]
-            estimate.seen_ran = (f"calibration log ({last.name or 'this model'} [{last.model}], {last.layout}, "
-                                 f"{last.device_gb:g} GB, {last.time or 'undated'}): this configuration ran cleanly"
-                                 + (f", device peak {last.peak_gb:.1f} GiB (perf/max_memory_reserved_gb)"
-                                    if last.peak_gb is not None else ""))
-            estimate.seen_peak_gb = last.peak_gb
-        for lesson in calibration.lessons(entries, shape.identity, setup.layout(), device.total_gb):
-            seen = (f"calibration log ({lesson.name or 'this model'} [{lesson.model}], {lesson.layout}, "
-                    f"{lesson.device_gb:g} GB, {lesson.time or 'undated'}): OOM in {lesson.phase} with "
-                    f"{', '.join(lesson.features_on) or 'no memory features'}")
-            if not lesson.added:  # the ladder ran out: what was on was not enough, whatever comes next
-                missing = [f for f in MEMORY_FEATURES[setup.framework] if f not in lesson.features_on]
-                if set(lesson.features_on) <= set(on):
-                    estimate.observed[lesson.phase] = f"{seen}; the OOM ladder could not fix it"
-                    required += [f for f in (*lesson.features_on, *missing) if f not in on]
-                    if not missing:
-                        knob_needs.append("more devices or a larger TP/PP (the calibration log saw this OOM "
-                                          "with every memory feature on)")
-            elif lesson.added in MEMORY_FEATURES[setup.framework] and lesson.added not in on:
-                estimate.observed[lesson.phase] = f"{seen}; fixed by adding {lesson.added}"
-                required += [f for f in (*lesson.features_on, lesson.added)
-                             if f in MEMORY_FEATURES[setup.framework] and f not in on]
-            elif lesson.added.startswith("gpu_memory_utilization="):
-                try:
-                    lowered = float(lesson.added.split("=", 1)[1])
-                except ValueError:
-                    continue
-                if setup.gpu_memory_utilization > lowered:
-                    estimate.observed[lesson.phase] = f"{seen}; the ladder lowered {lesson.added}"
-                    knob_needs.append(lesson.added)
+    required, knob_needs = (_calibrate(estimate, shape, setup, device, on, calibration_file)
+                            if use_calibration else ([], []))
+    _judge_lengths(estimate, shape, setup, device)
     if not estimate.fits:
         estimate.needs = list(dict.fromkeys(find_needs(shape, setup, device, list(dict.fromkeys(required)))
                                             + knob_needs))
         if not estimate.observed:  # a seen OOM is not fixed by knobs the model alone suggests
             estimate.alternatives = find_alternative(shape, setup, device)
     estimate.assumptions = assumptions(setup, how, device)
-    try:
-        estimate.lengths = length_outlook(shape, setup, device)
-    except Exception:  # advice on top of advice: never the reason an estimate is missing
-        estimate.lengths = None
     return estimate, how
 
 
@@ -101,7 +132,8 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
         f"device memory {device.total_gb:g} GiB ({device.source}), {device.usable_gb:.2f} GiB usable by a process; "
         "a phase fits under that with its allowances: the runtime context, the communicators' buffers, the engine's "
         "graphs, and in training phases 5 % for allocator fragmentation (plan --explain-memory shows each)",
-        "GB figures are GiB (2^30 bytes); lengths at their maximum (prompt + response), the worst step",
+        "GB figures are GiB (2^30 bytes); the phases are shown at the worst step (every prompt and response at its "
+        "maximum); the verdict is the typical step's when fixed micro-batches make the two differ",
         "reference model " + ("loaded (use_kl_loss or use_kl_in_reward)" if setup.ref_loaded else
                               "not loaded (use_kl_loss and use_kl_in_reward are off, as verl decides)"),
     ]
@@ -113,8 +145,9 @@ def assumptions(setup: Setup, how: str, device) -> list[str]:
             found.append("NPU: vllm-ascend sleep mode is assumed to release memory (it did not in vllm-ascend "
                          "0.8.4rc2; it does not combine with PYTORCH_NPU_ALLOC_CONF=expandable_segments)")
     else:
-        found.append("one-step-off: rollout devices hold only the engine; the weight sync between the pools "
-                     "(a bucket at a time) is not counted")
+        found.append(f"{setup.mode}: the rollout pool ({setup.rollout_devices_per_node} devices per node) holds only the "
+                     f"engine, sized with its own gpu_memory_utilization; the trainer pool ({setup.devices_per_node} per "
+                     "node) holds the training phases; the weights cross a bucket at a time")
     if setup.rollout_engine == "sglang":
         found.append("sglang: mem_fraction_static is a share of free memory; treated as vLLM's share of the device")
     found.append("offloaded parameters and optimizer state are loaded back for the actor update (verl's "

@@ -14,7 +14,7 @@ from verl_deploy import features as registry
 from verl_deploy.memory import terms as t
 from verl_deploy.memory.device_memory import DeviceMemory
 from verl_deploy.memory.model import ModelShape
-from verl_deploy.memory.phases import kv_room, phase_terms
+from verl_deploy.memory.phases import kv_room, phase_terms, pool_of
 from verl_deploy.memory.setup import Setup
 
 HEADROOM = 0.0  # fragmentation is a term of the training phases now (terms.fragmentation); the limit is the usable memory
@@ -47,6 +47,10 @@ class MemoryEstimate:
     lengths: "LengthOutlook | None" = None  # typical vs worst case, and the response length where it stops fitting
     seen_ran: str = ""  # a clean run of this very configuration in the calibration log (then it fits)
     seen_peak_gb: float | None = None  # the device peak that run's log printed
+    phase_pool: dict[str, str] = field(default_factory=dict)  # phase -> "shared" | "trainer" | "rollout"
+    pool_devices: dict[str, int] = field(default_factory=dict)  # pool -> devices per node
+    tolerated: tuple[str, ...] = ()  # over at the worst step but fit at the typical one (the verdict is the typical)
+    worst_needs: list[str] = field(default_factory=list)  # what the worst step needs (dynamic batching first)
 
     @property
     def limit_gb(self) -> float:
@@ -67,11 +71,33 @@ class MemoryEstimate:
     def kv_fits(self) -> bool:
         return self.kv_left.bytes >= self.kv_needed.bytes
 
-    def over(self) -> list[str]:
-        """Phases over the limit (estimated or seen in the calibration log)."""
-        found = [p for p in self.phases if (self.phase_gb(p) > self.limit_gb and not self.seen_ran) or p in self.observed]
-        if not self.kv_fits and not self.seen_ran and "rollout" not in found:
+    def worst_over(self) -> list[str]:
+        """Phases over the limit at the worst step (every sequence at its maximum length), the calibration aside."""
+        found = [p for p in self.phases if self.phase_gb(p) > self.limit_gb]
+        if not self.kv_fits and "rollout" not in found:
             found.append("rollout")
+        return found
+
+    def over(self) -> list[str]:
+        """Phases over the limit (estimated or seen in the calibration log); a phase that fits at the typical step
+        is not over (the worst step is reported apart, with the response length where it starts to OOM)."""
+        estimated = [] if self.seen_ran else [p for p in self.worst_over() if p not in self.tolerated]
+        return estimated + [p for p in self.observed if p not in estimated]
+
+    def pool(self, phase: str) -> str:
+        return self.phase_pool.get(phase, "shared")
+
+    def pools(self) -> dict[str, dict]:
+        """Each pool's devices per node, phases, peak and verdict: one "shared" pool when colocated, else the trainer
+        pool and the rollout pool, each sized on its own devices."""
+        found: dict[str, dict] = {}
+        over = self.over()
+        for phase in self.phases:
+            entry = found.setdefault(self.pool(phase), {"devices_per_node": self.pool_devices.get(self.pool(phase)),
+                                                        "phases": [], "peak_gb": 0.0, "fits": True})
+            entry["phases"].append(phase)
+            entry["peak_gb"] = round(max(entry["peak_gb"], self.phase_gb(phase)), 2)
+            entry["fits"] = entry["fits"] and phase not in over
         return found
 
     @property
@@ -88,7 +114,8 @@ class MemoryEstimate:
         for name, terms in self.phases.items():
             rows = [{"term": k, "gb": round(v.gb, 3), "formula": v.formula, "source": v.source}
                     for k, v in sorted(terms.items(), key=lambda kv: -kv[1].bytes)]
-            found.append({"phase": name, "gb": round(self.phase_gb(name), 2), "limit_gb": round(self.limit_gb, 2),
+            found.append({"phase": name, "pool": self.pool(name), "gb": round(self.phase_gb(name), 2),
+                          "limit_gb": round(self.limit_gb, 2),
                           "over": name in self.over(), "terms": rows, "observed": self.observed.get(name)})
         return found
 
@@ -112,6 +139,7 @@ class MemoryEstimate:
             "model": self.model, "layout": self.layout,
             "observed": dict(self.observed),  # phase -> the calibration lesson that applied (which run, when)
             "lengths": None if self.lengths is None else self.lengths.to_dict(),
+            "worst_over": self.worst_over(), "worst_needs": list(self.worst_needs), "pools": self.pools(),
             "seen_ran": self.seen_ran or None,  # the calibration log's clean run of this configuration
             "seen_peak_gb": self.seen_peak_gb,
         }
@@ -134,39 +162,59 @@ class LengthOutlook:
     oom_response_len: int | None  # the shortest response length at which a phase no longer fits; None: never
     budget_bound: bool  # dynamic batching: the budget, not the response length, sizes the training phases
     assumed: str  # where typical_response_len came from
+    typical_prompt_len: int = 0  # the prompt length of the typical step (and of the bisection)
 
     def to_dict(self) -> dict:
         return {"max_response_len": self.max_response_len, "typical_response_len": self.typical_response_len,
+                "typical_prompt_len": self.typical_prompt_len,
                 "typical_peak_gb": round(self.typical_peak_gb, 2), "typical_fits": self.typical_fits,
                 "worst_peak_gb": round(self.worst_peak_gb, 2), "worst_fits": self.worst_fits,
                 "oom_response_len": self.oom_response_len, "budget_bound": self.budget_bound,
                 "assumed": self.assumed}
 
 
-def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory, typical_len: int | None = None) -> LengthOutlook:
-    """Typical and worst case by response length, and the shortest length that no longer fits (bisection:
-    each term grows with the response length, so the first length over the limit is the boundary)."""
+TYPICAL_SHARE = 0.5  # of the maximum prompt and response lengths, when the spec does not say the expected response
+
+
+def typical_lengths(s: Setup) -> tuple[int, int, str]:
+    """(prompt, response, where they came from) of the typical step."""
+    if s.padded:  # verl pads every sequence to the maximum: each step is the worst one
+        return s.prompt_len, s.response_len, "FSDP without remove-padding pads every sequence to the maximum length"
+    prompt = max(1, int(s.prompt_len * TYPICAL_SHARE))
+    if s.expected_response_len:
+        return prompt, max(1, s.expected_response_len), ("expected_response_length from the spec; prompts at half "
+                                                         "their maximum")
+    return prompt, max(1, int(s.response_len * TYPICAL_SHARE)), (
+        "half the maximum prompt and response lengths (set expected_response_length to the run's response_length/mean)")
+
+
+def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlook:
+    """Typical and worst case by response length, and the shortest length that no longer fits (bisection with the
+    prompts at their typical length: each term grows with the response length, so the first length over is the
+    boundary)."""
     from dataclasses import replace
 
+    prompt, typical_len, assumed = typical_lengths(s)
+
     def at(length: int) -> MemoryEstimate:
-        return build(m, replace(s, response_len=length), device, None)
+        return build(m, replace(s, prompt_len=prompt, response_len=length), device, None)
 
     worst = build(m, s, device, None)
-    assumed = "half the maximum response length (DAPO logs the real mean as response_length/mean)"
-    typical_len = max(1, min(s.response_len, typical_len or s.response_len // 2))
-    typical = at(typical_len)
+    typical = at(typical_len) if not s.padded else worst
     oom: int | None = None
     if not worst.fits:
-        low, high = 1, s.response_len  # at(high) does not fit
+        low, high = 1, s.response_len
         if not at(low).fits:
             oom = 0
+        elif at(high).fits:
+            oom = None  # the prompts' maximum is what does not fit, not the responses
         else:
             while high - low > 1:
                 middle = (low + high) // 2
                 low, high = (middle, high) if at(middle).fits else (low, middle)
             oom = high
     return LengthOutlook(s.response_len, typical_len, typical.peak_gb, typical.fits, worst.peak_gb, worst.fits, oom,
-                         s.dynamic_bsz, assumed)
+                         s.dynamic_bsz, assumed, prompt)
 
 
 def host_gb_per_node(m: ModelShape, s: Setup) -> float:
@@ -192,6 +240,8 @@ def host_gb_per_node(m: ModelShape, s: Setup) -> float:
     if s.colocated and s.free_cache_engine and s.device == "npu":
         per_device += t.rollout_weights(m, s).bytes  # vllm-ascend sleeps at level 1: weights wait in host memory
     steady = per_device * s.devices_per_node
+    if not s.colocated:  # the rollout pool's workers on the same nodes
+        steady += HOST_BASE_GB_PER_DEVICE * t.GIB * s.rollout_devices_per_node
     loading = m.params() * 4 if s.framework == "fsdp" else 0  # global rank 0 builds the fp32 model (the head node)
     return (steady + loading) / t.GIB
 
@@ -218,13 +268,26 @@ def with_features(s: Setup, names: list[str]) -> Setup:
 
 def build(m: ModelShape, s: Setup, device: DeviceMemory, host_total_gb: float | None) -> MemoryEstimate:
     kv_left, kv_needed = kv_room(m, s, device.usable_gb)
-    return MemoryEstimate(device=device, phases=phase_terms(m, s, device.usable_gb), kv_left=kv_left,
+    phases = phase_terms(m, s, device.usable_gb)
+    devices = ({"shared": s.devices_per_node} if s.colocated else
+               {"trainer": s.devices_per_node, "rollout": s.rollout_devices_per_node})
+    return MemoryEstimate(device=device, phases=phases, kv_left=kv_left,
                           kv_needed=kv_needed, host_gb_per_node=host_gb_per_node(m, s), host_total_gb=host_total_gb,
-                          model=m.name, layout=s.layout())
+                          model=m.name, layout=s.layout(), phase_pool={p: pool_of(s, p) for p in phases},
+                          pool_devices=devices)
+
+
+def only_the_rollout_pool(s: Setup, over: list[str]) -> bool:
+    """A split mode whose trainer pool fits: memory features (trainer-side) cannot help, the engine's knobs can."""
+    return not s.colocated and bool(over) and all(pool_of(s, p) == "rollout" for p in over)
 
 
 def find_needs(m: ModelShape, s: Setup, device: DeviceMemory, required: list[str] | None = None) -> list[str]:
     """The smallest change that fits: features (ladder order), then knobs. Empty if nothing found."""
+    if only_the_rollout_pool(s, build(m, s, device, None).over()):
+        knobs, fits = knob_changes(m, s, device)
+        return knobs if fits else knobs + ["more rollout devices or a larger rollout TP (the rollout pool does not "
+                                           "fit with any gpu_memory_utilization)"]
     ladder = [f for f in MEMORY_FEATURES[s.framework] if f not in memory_features_on(s)]
     required = [f for f in (required or []) if f in ladder]
     options = [required] + [required + [f] for f in ladder if f not in required] + [required + ladder]

@@ -4,8 +4,10 @@ Colocated (hybrid engine): the rollout engine takes ``gpu_memory_utilization`` o
 it generates; with ``free_cache_engine`` (verl's default) it sleeps during training and keeps
 only its runtime and graphs. The trainer's state stays on the device between phases unless it is
 offloaded, but verl loads offloaded parameters and optimizer state back for the actor update
-(and parameters for log-prob and the weight sync). One-step-off: rollout devices hold only the
-engine; trainer devices never do.
+(and parameters for log-prob and the weight sync). The split modes (one-step-off, separate-async,
+fully-async) give the engine a pool of its own: its devices hold the engine with its own
+``gpu_memory_utilization`` and the weights it receives, the trainer pool's devices hold the training
+phases and never the engine. ``pool_of`` says which pool a phase runs on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.setup import Setup
 
 Phases = dict[str, dict[str, t.Term]]
+ROLLOUT_POOL_PHASES = ("rollout",)  # in the split modes: what the rollout pool's devices run
+
+
+def pool_of(s: Setup, phase: str) -> str:
+    """The pool a phase runs on: "shared" when colocated, else "rollout" or "trainer"."""
+    if s.colocated:
+        return "shared"
+    return "rollout" if phase in ROLLOUT_POOL_PHASES else "trainer"
 
 
 def _resident(m: ModelShape, s: Setup, *, params_loaded: bool, optimizer_loaded: bool) -> dict[str, t.Term]:
@@ -67,7 +77,14 @@ def rollout_terms(m: ModelShape, s: Setup, usable_gb: float) -> dict[str, t.Term
     if s.colocated:
         found.update(_resident(m, s, params_loaded=False, optimizer_loaded=False))
         found["trainer_comm_buffers"] = t.comm_buffers(s, rollout_side=False)
+    else:  # its own pool: the weights arrive a bucket at a time while the engine holds its share
+        found["sync_bucket"] = _sync_bucket("received")
     return found
+
+
+def _sync_bucket(how: str) -> t.Term:
+    return t.Term(t.WEIGHT_SYNC_BUCKET, f"update_weights_bucket_megabytes 2048, {how} a bucket at a time",
+                  t.VERL + "trainer/config/_generated_ppo_trainer.yaml:340 (checkpoint_engine bucket)")
 
 
 def kv_room(m: ModelShape, s: Setup, usable_gb: float) -> tuple[t.Term, t.Term]:
@@ -101,10 +118,14 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
             sync["engine_overhead"] = t.engine_overhead(s)
         else:  # the engine never slept: its whole share (weights included) is there
             sync.update(_engine_while_training(s, usable_gb))
-        sync["sync_bucket"] = t.Term(t.WEIGHT_SYNC_BUCKET, "update_weights_bucket_megabytes 2048",
-                                     t.VERL + "trainer/config/_generated_ppo_trainer.yaml:340")
+        sync["sync_bucket"] = _sync_bucket("loaded into the engine")
         sync.update(_allowances(s, usable_gb, training=True))
         phases["weight_sync"] = sync
+    else:  # the trainer pool sends its weights to the rollout pool, its parameters loaded back for it
+        send = _resident(m, s, params_loaded=True, optimizer_loaded=False)
+        send["sync_bucket"] = _sync_bucket("sent")
+        send.update(_allowances(s, usable_gb, training=True))
+        phases["weight_sync"] = send
 
     tokens, why = t.tokens_per_device(s, log_prob=True)
     log_prob = _resident(m, s, params_loaded=True, optimizer_loaded=False)

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from verl_deploy.profiles.memory_keys import default_for, key_for
+from verl_deploy.spec import SPLIT_MODES
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Setup:
     critic_dynamic_bsz: bool = False
     critic_gradient_checkpointing: bool = True
     fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
+    expected_response_len: int | None = None  # the mean response length the run is expected to reach (spec field)
 
     @property
     def world(self) -> int:
@@ -82,7 +84,18 @@ class Setup:
 
     @property
     def colocated(self) -> bool:
-        return self.mode != "one-step-off"
+        """Trainer and engine share each device (hybrid engine); the split modes give the engine a pool of its own."""
+        return self.mode not in SPLIT_MODES
+
+    @property
+    def rollout_world(self) -> int:
+        """Devices the rollout engine runs on (the whole cluster when colocated)."""
+        return self.rollout_devices_per_node * self.nnodes
+
+    @property
+    def padded(self) -> bool:
+        """FSDP without remove-padding pads every sequence to the maximum length (verl's Megatron engine always packs)."""
+        return self.framework == "fsdp" and not self.remove_padding
 
     @property
     def dp(self) -> int:
@@ -158,8 +171,8 @@ def _grad_offload(plan, read) -> bool:
     return _bool(read("param_offload"), False)
 
 
-def setup_from_plan(plan) -> Setup:
-    """Read the memory inputs from a compiled plan (its spec, and the overrides verl will see)."""
+def _reader(plan):
+    """read(name): the value verl receives for a memory input (the plan's override, else verl's default)."""
     spec = plan.spec
     overrides = plan.override_map()
 
@@ -170,40 +183,57 @@ def setup_from_plan(plan) -> Setup:
             return _parse(o.raw) if o.raw is not None else o.value
         return default_for(name)
 
+    return read
+
+
+def _layout(spec, read) -> dict:
+    """Devices of each pool and how the trainer splits the model over them."""
+    megatron = spec.framework == "megatron"
+    split = spec.mode in SPLIT_MODES
+    tp = spec.train_tp if megatron else 1
+    etp = read("expert_tensor_parallel_size")
+    return dict(
+        devices_per_node=spec.trainer_devices, nnodes=spec.nnodes,
+        rollout_devices_per_node=spec.rollout_gpus if split else spec.trainer_devices,
+        tp=tp, pp=spec.train_pp if megatron else 1, cp=spec.train_cp if megatron else 1,
+        ep=max(1, _int(read("expert_model_parallel_size"), 1)), etp=max(1, _int(etp, tp) if etp else tp),
+        sp=max(1, _int(read("ulysses_sequence_parallel_size"), 1)) if not megatron else 1,
+        fsdp_size=_int(read("fsdp_size"), -1),
+        rollout_tp=max(1, _int(read("rollout_tp"), spec.rollout_tp)), rollout_ep=max(1, _int(read("rollout_ep"), 1)),
+        vpp=(_int(read("virtual_pipeline_model_parallel_size"), 0) or None) if megatron else None,
+    )
+
+
+def _batches(spec, read) -> dict:
+    """Lengths, batch sizes and how each forward is cut: token budgets or micro-batches."""
     budget = _int(read("ppo_max_token_len_per_gpu"), spec.token_budget)
     log_budget = _int(read("log_prob_max_token_len_per_gpu") or read("ref_log_prob_max_token_len_per_gpu"), budget)
     micro = _int(read("ppo_micro_batch_size_per_gpu"), 1)
-    granularity = read("recompute_granularity")
     dynamic = _bool(read("use_dynamic_bsz"), False)
     log_dyn = read("log_prob_use_dynamic_bsz")
-    tp = spec.train_tp if spec.framework == "megatron" else 1
-    etp = read("expert_tensor_parallel_size")
-    max_model_len = read("max_model_len")
-    one_step_off = spec.mode == "one-step-off"
-    return Setup(
-        framework=spec.framework, device=spec.device, mode=spec.mode, verl_version=spec.verl_version,
-        devices_per_node=spec.trainer_devices, nnodes=spec.nnodes,
-        rollout_devices_per_node=spec.rollout_gpus if one_step_off else spec.trainer_devices,
-        tp=tp, pp=spec.train_pp if spec.framework == "megatron" else 1,
-        cp=spec.train_cp if spec.framework == "megatron" else 1,
-        ep=max(1, _int(read("expert_model_parallel_size"), 1)), etp=max(1, _int(etp, tp) if etp else tp),
-        sp=max(1, _int(read("ulysses_sequence_parallel_size"), 1)) if spec.framework == "fsdp" else 1,
-        fsdp_size=_int(read("fsdp_size"), -1),
-        rollout_tp=max(1, _int(read("rollout_tp"), spec.rollout_tp)),
-        rollout_ep=max(1, _int(read("rollout_ep"), 1)),
+    expected = getattr(spec, "expected_response_length", None)
+    return dict(
         prompt_len=spec.max_prompt_length, response_len=spec.max_response_length,
         batch_size=spec.batch_size, mini_batch_size=_int(read("ppo_mini_batch_size"), spec.effective_mini_batch_size),
         n_resp=spec.n_resp_per_prompt, dynamic_bsz=dynamic,
         log_prob_dynamic_bsz=_bool(log_dyn, dynamic) if log_dyn is not None else dynamic,
         max_token_len=max(1, budget), log_prob_max_token_len=max(1, log_budget),
         micro_batch=max(1, micro), log_prob_micro_batch=max(1, _int(read("log_prob_micro_batch_size_per_gpu"), micro)),
-        param_offload=_bool(read("param_offload"), False),
-        optimizer_offload=_bool(read("optimizer_offload"), False),
-        grad_offload=_grad_offload(plan, read),
-        ref_param_offload=_bool(read("ref_param_offload"), False),
+        remove_padding=_bool(read("remove_padding"), False),
+        expected_response_len=min(spec.max_response_length, expected) if expected else None,
+    )
+
+
+def _memory_features(spec, plan, read) -> dict:
+    """Offload, recompute / gradient checkpointing, the optimizer and the logits' kernels."""
+    megatron = spec.framework == "megatron"
+    granularity = read("recompute_granularity")
+    return dict(
+        param_offload=_bool(read("param_offload"), False), optimizer_offload=_bool(read("optimizer_offload"), False),
+        grad_offload=_grad_offload(plan, read), ref_param_offload=_bool(read("ref_param_offload"), False),
         ref_loaded=_bool(read("use_kl_loss"), False) or _bool(read("use_kl_in_reward"), False),
-        gradient_checkpointing=_bool(read("gradient_checkpointing"), False) if spec.framework == "fsdp" else False,
-        recompute=(str(granularity) if granularity not in (None, "null", "") else None) if spec.framework == "megatron" else None,
+        gradient_checkpointing=_bool(read("gradient_checkpointing"), False) if not megatron else False,
+        recompute=(str(granularity) if granularity not in (None, "null", "") else None) if megatron else None,
         # with recompute off these are the spec's, what turning it on (with_features) recomputes with
         recompute_method=(str(read("recompute_method")) if read("recompute_method") else spec.recompute_method),
         recompute_layers=_int(read("recompute_num_layers"), 0) or spec.recompute_num_layers,
@@ -213,15 +243,27 @@ def setup_from_plan(plan) -> Setup:
         entropy_chunking=_bool(read("entropy_from_logits_with_chunking"), False),
         entropy_checkpointing=_bool(read("entropy_checkpointing"), False),
         entropy_in_update=_float(read("entropy_coeff"), 0.0) != 0 or _bool(read("calculate_entropy"), False),
-        remove_padding=_bool(read("remove_padding"), False),
+        fused_kernels=_bool(read("use_fused_kernels"), False),
+    )
+
+
+def _engine(spec, read) -> dict:
+    """The rollout engine's share of the device and its own knobs."""
+    max_model_len = read("max_model_len")
+    return dict(
         rollout_engine=str(read("rollout_name") or "vllm"),
         gpu_memory_utilization=min(0.99, max(0.01, _float(read("gpu_memory_utilization"), spec.gpu_memory_utilization))),
-        max_num_batched_tokens=_int(read("max_num_batched_tokens"), 8192),
-        max_num_seqs=_int(read("max_num_seqs"), 256),
+        max_num_batched_tokens=_int(read("max_num_batched_tokens"), 8192), max_num_seqs=_int(read("max_num_seqs"), 256),
         max_model_len=_int(max_model_len, spec.token_budget) if max_model_len else spec.token_budget,
-        free_cache_engine=_bool(read("free_cache_engine"), True) if not one_step_off else False,
+        # a rollout pool of its own never sleeps: the engine keeps its share between generations
+        free_cache_engine=_bool(read("free_cache_engine"), True) if spec.mode not in SPLIT_MODES else False,
         enforce_eager=_bool(read("enforce_eager"), False),
-        vpp=(_int(read("virtual_pipeline_model_parallel_size"), 0) or None) if spec.framework == "megatron" else None,
+    )
+
+
+def _critic(read, micro: int, dynamic: bool) -> dict:
+    """PPO with GAE: a value model trains beside the actor (read from imported configs; verl-deploy plans none)."""
+    return dict(
         critic=str(read("adv_estimator") or "").strip().lower() == "gae",
         critic_param_offload=_bool(read("critic_param_offload"), False) or _bool(read("critic_param_offload_v07"), False),
         critic_optimizer_offload=(_bool(read("critic_optimizer_offload"), False)
@@ -230,5 +272,14 @@ def setup_from_plan(plan) -> Setup:
         critic_micro_batch=max(1, _int(read("critic_ppo_micro_batch_size_per_gpu"), micro)),
         critic_dynamic_bsz=_bool(read("critic_use_dynamic_bsz"), dynamic),
         critic_gradient_checkpointing=_bool(read("critic_gradient_checkpointing"), True),
-        fused_kernels=_bool(read("use_fused_kernels"), False),
     )
+
+
+def setup_from_plan(plan) -> Setup:
+    """Read the memory inputs from a compiled plan (its spec, and the overrides verl will see)."""
+    spec = plan.spec
+    read = _reader(plan)
+    batches = _batches(spec, read)
+    return Setup(framework=spec.framework, device=spec.device, mode=spec.mode, verl_version=spec.verl_version,
+                 **_layout(spec, read), **batches, **_memory_features(spec, plan, read), **_engine(spec, read),
+                 **_critic(read, batches["micro_batch"], batches["dynamic_bsz"]))

@@ -360,6 +360,8 @@ def communicators(s: Setup, *, rollout_side: bool = True, trainer_side: bool = T
             groups.append("FSDP")
             if s.sp > 1:
                 groups.append("Ulysses SP")
+    if not s.colocated:  # the split modes' weight-sync group joins the two pools (checkpoint engine, nccl / hccl)
+        groups.append("weight sync")
     if rollout_side and s.rollout_tp > 1:
         groups.append("rollout TP")
     if rollout_side and s.rollout_ep > 1:
