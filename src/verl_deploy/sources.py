@@ -23,54 +23,28 @@ from verl_deploy.findings import Finding, UserError, error
 from verl_deploy import boundedread
 from verl_deploy.boundedread import UnreadableFile
 from verl_deploy.secrets import key_path, load_swanlab_key
-from verl_deploy.spec import RunSpec, field_names, parse_hosts
+from verl_deploy.spec import RunSpec, env_vars, field_names, flag_of, parse_hosts
 
-# The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
-ENV_VARS: dict[str, str] = {
-    "FRAMEWORK": "framework",
-    "MODEL_PATH": "model_path",
-    "TRAIN_FILE": "train_file",
-    "VAL_FILE": "test_file",
-    "TEST_FILE": "test_file",
-    "CKPTS_DIR": "ckpts_dir",
-    "TRAIN_STEPS": "train_steps",
-    "TRAINER_GPUS": "trainer_gpus",
-    "ROLLOUT_GPUS": "rollout_gpus",
-    "USER_FEATURES": "features",
-    "MAX_OOM_RETRIES": "max_oom_retries",
-    "MAX_RESPONSE_LENGTH": "max_response_length",
-    "SWANLAB_HOST": "swanlab_host",
-    "SWANLAB_API_KEY": "swanlab_api_key",
-    "SWANLAB_MODE": "swanlab_mode",
-    "SWANLAB_WORKSPACE": "swanlab_workspace",
-    "SWANLAB_LOG_DIR": "swanlab_log_dir",
-    "PROJECT_NAME": "project_name",
-    "CONTAINER": "container",
-    "RAY_AUTH_MODE": "ray_auth",  # Ray's own variable: the mode of the Ray the scripts start
-    "http_proxy": "http_proxy",
-    "https_proxy": "https_proxy",
-}
+# The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names, as each field
+# declares them (spec.py): variable -> field
+ENV_VARS: dict[str, str] = env_vars()
 TRUTHY = {"1", "true", "yes", "on", "y"}
 FALSY = {"0", "false", "no", "off", "n"}
 MAX_CONFIG_FILE_BYTES = 1 << 20  # a config of spec fields is a few hundred bytes
-
-
-def _flag_name(field: str) -> str:
-    return {"overrides": "--override", "mounts": "--mount"}.get(field) or "--" + field.replace("_", "-")
 
 
 def where(source: str, field: str) -> str:
     """How a user changes a value that came from `source`."""
     kind, _, detail = source.partition(" ")
     if kind == "flag":
-        return f"change {detail or _flag_name(field)}"
+        return f"change {detail or flag_of(field)}"
     if kind == "env":
         return f"change or unset {detail} in the environment"
     if kind == "file":
         return f"change {field} in {detail}"
     if kind == "answer":
         return "answer the question again"
-    return f"set {_flag_name(field)}"
+    return f"set {flag_of(field)}"
 
 
 def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
@@ -216,7 +190,7 @@ def resolve(
     if offload and offload not in TRUTHY | FALSY:
         findings.append(error("features", f"ENABLE_OFFLOAD={environ['ENABLE_OFFLOAD'][:40]!r} is neither on nor off",
                               "set ENABLE_OFFLOAD=1 to add offload, 0 (or unset it) to leave it to the features"))
-    layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {_flag_name(k)}" for k in (flags or {})})
+    layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {flag_of(k)}" for k in (flags or {})})
     layer(answers or {}, "answer")
     if findings:
         raise UserError(findings)
