@@ -17,7 +17,7 @@ from verl_deploy.hydra_text import format_value, parse_override
 from verl_deploy.profiles import Profile
 from verl_deploy.profiles import modes
 from verl_deploy.profiles.algorithms import GRPO_DROPS, GRPO_KNOBS
-from verl_deploy.spec import RunSpec
+from verl_deploy.spec import DECLARED, RunSpec
 
 # knob -> (variable at the top of run_training.sh, group). Knobs not listed go in literally.
 VARIABLES: dict[str, tuple[str, str]] = {
@@ -264,7 +264,13 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ]
     if v1:
         knobs += v1_knobs(spec, kind)
-    return knobs
+    return knobs + declared_knobs(spec, {knob for knob, _ in knobs})
+
+
+def declared_knobs(spec: RunSpec, placed: set[str]) -> list[tuple[str, Any]]:
+    """The fields that declare their knob (spec.py `knob=`) and the recipe above does not place: their values
+    as they are, after the others (so adding such a field moves no override of an existing script)."""
+    return [(meta.knob, getattr(spec, name)) for name, meta in DECLARED.items() if meta.knob and meta.knob not in placed]
 
 
 def v1_knobs(spec: RunSpec, kind: str) -> list[tuple[str, Any]]:
