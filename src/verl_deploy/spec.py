@@ -248,11 +248,13 @@ class RunSpec(BaseModel):
     http_proxy: Optional[str] = spec_field(
         None, flags="--http-proxy", env="http_proxy", panel="Hardware", view="Run", summary="container",
         config="container",
+        round="proxy", ask="http_proxy",
         description="proxy for a new container and pip inside it",
         help="Proxy for a new container and pip in it.")
     https_proxy: Optional[str] = spec_field(
         None, flags="--https-proxy", env="https_proxy", panel="Hardware", view="Run", summary="container",
         config="container",
+        round="proxy", ask="https_proxy",
         help="HTTPS proxy for a new container and pip in it.")
     device_memory_gb: Optional[float] = spec_field(
         None, gt=0, le=4096, flags="--device-memory-gb", panel="Hardware", view="Hardware",
@@ -273,10 +275,12 @@ class RunSpec(BaseModel):
     train_steps: Optional[int] = spec_field(
         100, ge=1, le=10_000_000, flags="--train-steps", env="TRAIN_STEPS", panel="Hyper-parameters",
         view="Hyper-parameters", summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Training steps",
         help="Training steps (default 100).")
     batch_size: int = spec_field(
         32, ge=1, le=1_000_000, flags="--batch-size", panel="Hyper-parameters", view="Hyper-parameters",
         summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Batch size (prompts per step)",
         help="Prompts per step (default 32).")
     mini_batch_size: Optional[int] = spec_field(
         None, ge=1, le=1_000_000, flags="--mini-batch-size", panel="Hyper-parameters", view="Hyper-parameters",
@@ -288,18 +292,22 @@ class RunSpec(BaseModel):
     lr: float = spec_field(
         1e-6, gt=0, le=1.0, flags="--lr", panel="Hyper-parameters", view="Hyper-parameters", summary="training",
         config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Learning rate",
         help="Learning rate (default 1e-6).")
     n_resp_per_prompt: int = spec_field(
         8, ge=1, le=1024, flags="--n-resp-per-prompt", panel="Hyper-parameters", view="Hyper-parameters",
         summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Responses per prompt",
         help="Responses per prompt (default 8).")
     max_prompt_length: int = spec_field(
         2048, ge=16, le=1_048_576, flags="--max-prompt-length", panel="Hyper-parameters", view="Hyper-parameters",
         summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Max prompt length",
         help="Default 2048.")
     max_response_length: int = spec_field(
         8192, ge=16, le=1_048_576, flags="--max-response-length", env="MAX_RESPONSE_LENGTH", panel="Hyper-parameters",
         view="Hyper-parameters", summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Max response length",
         help="Default 8192.")
     temperature: float = spec_field(
         1.0, ge=0, le=10, flags="--temperature", panel="Hyper-parameters", view="Hyper-parameters",
@@ -339,11 +347,13 @@ class RunSpec(BaseModel):
     # parallelism
     train_tp: int = spec_field(
         4, ge=1, le=1024, flags="--train-tp", panel="Parallelism", view="Parallelism", summary="layout",
-        config="hyper-parameters", deciding=True, follows={"config": "lr"},
+        config="hyper-parameters", deciding=True, follows={"config": "lr", "round": "lr"}, round="hyper-parameters",
+        ask="Tensor parallel (TP)",
         help="Training tensor parallel (default 4).")
     train_pp: int = spec_field(
         2, ge=1, le=1024, flags="--train-pp", panel="Parallelism", view="Parallelism", summary="layout",
-        config="hyper-parameters", deciding=True, follows={"config": "lr"},
+        config="hyper-parameters", deciding=True, follows={"config": "lr", "round": "lr"}, round="hyper-parameters",
+        ask="Pipeline parallel (PP)",
         help="Training pipeline parallel (default 2).")
     train_cp: int = spec_field(
         1, ge=1, le=1024, flags="--train-cp", panel="Parallelism", view="Parallelism", summary="layout",
@@ -351,6 +361,7 @@ class RunSpec(BaseModel):
     gen_tp: Optional[int] = spec_field(
         None, ge=1, le=1024, flags="--gen-tp", panel="Parallelism", view="Parallelism", summary="layout",
         deciding=True,
+        round="hyper-parameters", ask="Rollout tensor parallel (vLLM TP)", follows={"round": "lr"},
         help="Rollout tensor parallel (default = train TP).")
     allow_tp_mismatch: bool = spec_field(False, flags="--allow-tp-mismatch", panel="Parallelism", view="Parallelism",
         help="Allow --gen-tp to differ from --train-tp.")
@@ -439,27 +450,33 @@ class RunSpec(BaseModel):
     # logging
     swanlab: Optional[bool] = spec_field(
         None, flags="--swanlab", panel="SwanLab", view="Logging", summary="swanlab", config="swanlab", yes_no=True,
+        round="swanlab", ask="Log to SwanLab?",
         help="yes | no: log to SwanLab (default: yes when a host is set).")
     swanlab_host: Optional[str] = spec_field(
         None, flags="--swanlab-host", env="SWANLAB_HOST", panel="SwanLab", view="Logging", summary="swanlab",
         config="swanlab",
+        round="swanlab", ask="SwanLab host (e.g. http://10.0.0.1:8000)",
         help="e.g. http://10.0.0.1:8000.")
     swanlab_api_key: Optional[SecretStr] = spec_field(
         None, flags="--swanlab-api-key", env="SWANLAB_API_KEY", panel="SwanLab", view="Logging", summary="swanlab",
         secret=True,
+        round="swanlab", ask="SwanLab API key (hidden)",
         help=("'-' reads it from stdin (preferred: SWANLAB_API_KEY in the environment; argv is visible to other "
               "users)."))
     swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = spec_field(
         "cloud", flags="--swanlab-mode", env="SWANLAB_MODE", panel="SwanLab", view="Logging", summary="swanlab",
         config="swanlab",
+        round="swanlab", ask="SwanLab mode",
         help="cloud (default) | local.")
     swanlab_workspace: str = spec_field(
         "TrainingMaster", flags="--swanlab-workspace", env="SWANLAB_WORKSPACE", panel="SwanLab", view="Logging",
         summary="swanlab", config="swanlab",
+        round="swanlab", ask="Workspace",
         help="Default TrainingMaster.")
     swanlab_log_dir: Optional[str] = spec_field(
         None, flags="--swanlab-log-dir", env="SWANLAB_LOG_DIR", panel="SwanLab", view="Logging", summary="swanlab",
         config="swanlab",
+        round="swanlab", ask="Log directory",
         description="SwanLab log directory (default: swanlog/ under the run directory)",
         help="SwanLab log directory.")
     # verl's trainer.logger (profiles/trackers.py); empty: console, plus swanlab when SwanLab is on
@@ -472,6 +489,7 @@ class RunSpec(BaseModel):
     project_name: str = spec_field(
         "verl_hlm", flags="--project-name", env="PROJECT_NAME", panel="SwanLab", view="Logging", summary="swanlab",
         config="swanlab",
+        round="swanlab", ask="Project name",
         help="Default verl_hlm.")
     experiment_name: Optional[str] = spec_field(
         None, flags="--experiment-name", panel="SwanLab", view="Logging", deciding=True,
