@@ -41,11 +41,7 @@ def parse_devices(value: object) -> list[int]:
     if isinstance(value, bool) or value is None or isinstance(value, (float, dict)):
         raise ValueError("expected device ids like 0,1,2,3, a range 0-7 or a count 8")
     if isinstance(value, int):
-        if value < 1:
-            raise ValueError("a device count must be at least 1")
-        if value > MAX_DEVICE_IDS:
-            raise _too_many(value)
-        return list(range(value))
+        return _device_count(value)
     if isinstance(value, (list, tuple)):
         items: list[object] = list(value)
     else:
@@ -54,23 +50,37 @@ def parse_devices(value: object) -> list[int]:
         raise _too_many(len(items))
     devices: list[int] = []
     for item in items:
-        text = str(item).strip() if not isinstance(item, bool) else "?"
-        if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
-            lo, hi = (int(x) for x in text.split("-"))
-            if hi < lo:
-                raise ValueError(f"range {text!r} runs backwards")
-            if hi >= MAX_DEVICE_IDS or len(devices) + hi - lo + 1 > MAX_DEVICE_IDS:
-                raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
-            devices.extend(range(lo, hi + 1))
-        elif re.fullmatch(r"\d{1,9}", text):
-            if int(text) >= MAX_DEVICE_IDS:
-                raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1})")
-            devices.append(int(text))
-        else:
-            raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
+        devices.extend(_device_ids(str(item).strip() if not isinstance(item, bool) else "?", len(devices)))
     if not devices:
         raise ValueError("no device ids given")
     return devices
+
+
+def _device_count(count: int) -> list[int]:
+    """8 -> 0..7."""
+    if count < 1:
+        raise ValueError("a device count must be at least 1")
+    if count > MAX_DEVICE_IDS:
+        raise _too_many(count)
+    return list(range(count))
+
+
+def _device_ids(text: str, before: int) -> list[int]:
+    """One item of a device list, "3" or "0-7", with `before` ids already taken from the list."""
+    if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
+        lo, hi = (int(x) for x in text.split("-"))
+        if hi < lo:
+            raise ValueError(f"range {text!r} runs backwards")
+        if hi >= MAX_DEVICE_IDS or before + hi - lo + 1 > MAX_DEVICE_IDS:
+            raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids "
+                             f"0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
+        return list(range(lo, hi + 1))
+    if re.fullmatch(r"\d{1,9}", text):
+        if int(text) >= MAX_DEVICE_IDS:
+            raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids "
+                             f"0-{MAX_DEVICE_IDS - 1})")
+        return [int(text)]
+    raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
 
 
 def parse_hosts(value: object) -> list[str]:
