@@ -211,7 +211,8 @@ def resolve(
     for feature in REGISTRY:
         states[feature.name] = _state(feature, explicit.get(feature.name), framework, device, no_default_features,
                                       findings)
-    for names, why in ((estimate_features, "estimate"), (oom_features, "oom")):
+    added: tuple[tuple[Iterable[str], Why], ...] = ((estimate_features, "estimate"), (oom_features, "oom"))
+    for names, why in added:
         for name in names:
             wanted = BY_NAME.get(name)
             if wanted and wanted.applies_to(framework, device) and not states[name].on:
