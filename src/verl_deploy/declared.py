@@ -66,7 +66,8 @@ def spec_field(default: Any = ..., *, flags: str | Iterable[str] = (), help: str
     declared: dict[str, Any] = {
         "flags": [flags] if isinstance(flags, str) else list(flags), "help": help, "panel": panel,
         "env": [env] if isinstance(env, str) else list(env), "config": config, "round": round, "ask": ask,
-        "view": view, "summary": summary, "deciding": deciding, "yes_no": yes_no, "repeat": repeat, "secret": secret, "knob": knob,
+        "view": view, "summary": summary, "deciding": deciding, "yes_no": yes_no, "repeat": repeat, "secret": secret,
+        "knob": knob,
         "follows": dict(follows or {}),
     }
     assert not set(declared["follows"]) - set(TABLES), declared["follows"]

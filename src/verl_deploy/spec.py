@@ -836,6 +836,16 @@ class RunSpec(BaseModel):
             return self.parameter_sync_step
         return max(1, self.batch_size // self.effective_mini_batch_size)
 
+    def derived_values(self) -> dict[str, object]:
+        """What an unset field stands for: field -> the value the run derives for it (the properties above)."""
+        return {
+            "ckpts_dir": self.effective_ckpts_dir, "mini_batch_size": self.effective_mini_batch_size,
+            "gen_batch_size": self.effective_gen_batch_size, "gen_tp": self.rollout_tp,
+            "experiment_name": self.effective_experiment_name, "swanlab": self.swanlab_on,
+            "overlong_buffer_len": self.effective_overlong_buffer_len,
+            "swanlab_log_dir": self.effective_swanlab_log_dir,
+        }
+
     def with_changes(self, source: str = "derived", **changes: object) -> "RunSpec":
         """A new spec with some fields changed; the changed fields get `source` as provenance."""
         data = self.model_dump()

@@ -30,8 +30,8 @@ def _opt(*names: str, help: str, **kw: Any) -> Any:
 
 PANELS = ("Input", "Run", "Paths", "Hardware", "Hyper-parameters", "Parallelism", "Features", "SwanLab")
 # the options that are not spec fields: where the spec's values come from
-CONFIG_OPTION = ("config", Optional[str], _opt("--config", "-c", help="YAML config file of spec fields (see `verl-deploy "
-                                                                     "init`).", rich_help_panel="Input"))
+CONFIG_OPTION = ("config", Optional[str], _opt("--config", "-c", help="YAML config file of spec fields (see "
+                                                                     "`verl-deploy init`).", rich_help_panel="Input"))
 IGNORE_DETECTED_OPTION = ("ignore_detected", Optional[bool], _opt("--ignore-detected", help="Do not start from the "
                                                                   "values `verl-deploy check` found on this host.",
                                                                   rich_help_panel="Input"))

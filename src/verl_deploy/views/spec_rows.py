@@ -21,23 +21,12 @@ SECTIONS: list[tuple[str, list[str]]] = listing("view", TITLES)
 DECIDING = frozenset(name for name, meta in DECLARED.items() if meta.deciding)
 
 
-def _derived(spec: RunSpec) -> dict[str, object]:
-    """What an unset field stands for: the value the run derives for it."""
-    return {
-        "ckpts_dir": spec.effective_ckpts_dir, "mini_batch_size": spec.effective_mini_batch_size,
-        "gen_batch_size": spec.effective_gen_batch_size, "gen_tp": spec.rollout_tp,
-        "experiment_name": spec.effective_experiment_name, "swanlab": spec.swanlab_on,
-        "overlong_buffer_len": spec.effective_overlong_buffer_len,
-        "swanlab_log_dir": spec.effective_swanlab_log_dir,
-    }
-
-
 def shown_value(spec: RunSpec, name: str, superseded: Mapping[str, str] | None = None) -> tuple[str, str]:
     """(value, source) for display; derived values show what they were derived as, a secret is masked, and a
     field an --override replaced (`superseded`: field -> override) names the override."""
     source = spec.sources.get(name, "default")
     value = getattr(spec, name)
-    derived = _derived(spec)
+    derived = spec.derived_values()
     if value is None and name in derived:
         value, source = derived[name], "derived"
     if name == "logger" and value != spec.loggers:  # what verl's trainer.logger gets (console, + swanlab when on)

@@ -220,7 +220,8 @@ class Wizard:
     # -- the questions of their own (ASKED_BY) ----------------------------------------------------
 
     def _https_proxy(self) -> Any:
-        return self._text("https_proxy", "https_proxy", default=self.spec.https_proxy or self.answers.get("http_proxy") or "")
+        default = self.spec.https_proxy or self.answers.get("http_proxy") or ""
+        return self._text(DECLARED["https_proxy"].ask or "", "https_proxy", default=default)
 
     def _swanlab_on(self) -> Any:
         on = ask(questionary.confirm(DECLARED["swanlab"].ask or "", default=bool(self.spec.swanlab_on)))
@@ -237,8 +238,8 @@ class Wizard:
         elif _saved_key():
             self.say("  API key: the remembered one (" + mask_secret(_saved_key() or "") + ")")
         else:
-            self.swanlab_key = ask(questionary.password(DECLARED["swanlab_api_key"].ask or "",
-                                                        validate=lambda t: bool(t.strip()) or "the key is required")).strip()
+            self.swanlab_key = ask(questionary.password(
+                DECLARED["swanlab_api_key"].ask or "", validate=lambda t: bool(t.strip()) or "the key is required")).strip()
 
     def _swanlab_mode(self) -> None:
         if not self.from_env("swanlab_mode"):
@@ -290,7 +291,8 @@ class Wizard:
         if how == "mask":
             self.answers.update(mask=self._mask(framework, device), features=[], no_default_features=False)
         else:
-            self.answers.update(mask=None, features=self._checklist(before, framework, device), no_default_features=False)
+            chosen = self._checklist(before, framework, device)
+            self.answers.update(mask=None, features=chosen, no_default_features=False)
         states, findings = registry.resolve(framework=framework, device=device, mask=self.answers["mask"],
                                             user_features=self.answers["features"])
         if [(s.name, s.on) for s in states] == [(s.name, s.on) for s in before]:
