@@ -1,7 +1,11 @@
 """RunSpec: one immutable, fully resolved description of a training run.
 
-Every field has a default here (the seeds' defaults where they give one). Where a
-value comes from (default, detected, file, env, flag, answer, derived) is kept beside
+Every field has a default here (the seeds' defaults where they give one), and is declared
+here once (``spec_field``, declared.py): its flag, help and panel, environment variable, the
+sections of the config file, the wizard, `plan` and the confirmation, whether it is secret and
+the knob it is sent as. The CLI options, the environment map, the config file, the generic
+wizard rounds and the views are generated from these declarations (``listing``, ``env_vars``).
+Where a value comes from (default, detected, file, env, flag, answer, derived) is kept beside
 it in ``RunSpec.sources`` so that `plan` and the confirmation can show it.
 Cross-field rules live in ``checks.py``; this module only knows single fields.
 """
