@@ -351,7 +351,8 @@ def test_the_confirmation_off_a_terminal_says_on_and_off_in_words(tmp_path, npu_
     assert result.returncode == 2
     assert "\x1b[" not in result.stderr
     assert "features mask 1100000: on: remove_padding, dynamic_batch, flash_attn; off: offload, prefix_cache, " \
-           "recompute, swap_optimizer, vpp, param_offload, optimizer_offload, ref_offload, chunked_prefill" in result.stderr
+           "recompute, swap_optimizer, vpp, param_offload, optimizer_offload, grad_offload, ref_offload, chunked_prefill" \
+           in result.stderr
     assert any(LONG_MODEL in line for line in result.stderr.splitlines())
 
 

@@ -31,6 +31,8 @@ class Terminal:
 
     def __init__(self, args: list[str], env: dict):
         full = dict(os.environ, **env, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="140", LINES="50")
+        if env.get("PYTHONPATH") and os.environ.get("PYTHONPATH"):  # the host's fakes, and the tree under test
+            full["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
         self.child = pexpect.spawn(VERL_BIN[0], [*VERL_BIN[1:], *args], env=full, encoding="utf-8",
                                    dimensions=(50, 140), timeout=30)
         self.raw = ""
@@ -125,10 +127,49 @@ def test_accepting_every_prefilled_value_writes_a_config_that_reloads(npu_host):
     assert data["model_path"] == str(npu_host["root"] / "models" / "Qwen3-8B")
     assert data["devices"] == list(range(8)) and data["container"] == "verl-npu" and data["swanlab"] is False
     assert config.read_text().startswith("# verl-deploy configuration")
+    assert "one-step-off-policy" in term.raw and "colocate-async" not in term.raw  # verl 0.7.0's modes only
     plan = json.loads(run_cli("plan", "--config", str(config), "--json", "--ignore-detected", env=npu_host["env"]).stdout)
     for name in ("model_path", "train_file", "test_file", "container", "train_tp", "train_pp", "train_steps"):
         assert plan["spec"][name] == data[name], name
         assert plan["sources"][name] == f"file {config}"
+
+
+def test_the_mode_question_offers_the_async_modes_of_the_release_and_asks_the_device_split(npu_host):
+    """#25: on verl 0.9.1 init offers every mode the release has; a split mode asks the trainer/rollout devices,
+    and the layout questions that follow are checked against the trainer's share."""
+    config = npu_host["tmp"] / "run.yaml"
+    term = start(npu_host, config, "--verl-version", "0.9.1")
+    for question in ("Training on", "Device ids", "Model directory", "Training data", "Test data"):
+        term.answer(question)
+    for label in ("colocated DAPO", "one-step-off-policy", "colocate-async: V1 trainer", "separate-async: V1 trainer",
+                  "fully-async: rollout and training fully apart"):
+        term.expect_on_screen(label)
+    term.answer("Mode", DOWN * 3 + "\r")  # dapo, one-step-off, colocate-async, separate-async
+    term.answer("Trainer devices", CLEAR + "8\r")
+    term.expect_on_screen("a whole number from 1 to 7")  # the rollout needs a device of its own
+    term.child.send(CLEAR + "6\r")
+    term.answer("Rollout devices", CLEAR + "3\r")
+    term.expect_on_screen("a whole number from 1 to 2 (trainer + rollout <= 8 devices)")
+    term.child.send(CLEAR + "2\r")
+    for question in ("Framework", "Checkpoint directory", "Container for the run", "Log to SwanLab", "Features",
+                     "Training steps", "Batch size", "Learning rate"):
+        term.answer(question)
+    term.answer("Tensor parallel", CLEAR + "4\r")
+    term.expect_on_screen("TP = 4 does not divide the 6 trainer devices")
+    term.child.send(CLEAR + "2\r")
+    term.answer("Pipeline parallel", CLEAR + "3\r")  # prefilled 1: TP 2 x PP 2 does not divide 6 either
+    accept(term, HYPER_PARAMETERS[-3:])
+    assert term.finish() == 0, term.raw[-2000:]
+    data = yaml.safe_load(config.read_text())
+    assert (data["mode"], data["trainer_gpus"], data["rollout_gpus"]) == ("separate-async", 6, 2)
+    assert (data["train_tp"], data["train_pp"]) == (2, 3)
+    result = run_cli("plan", "--config", str(config), "--verl-version", "0.9.1", "--json", "--ignore-detected",
+                     env=npu_host["env"])
+    plan = json.loads(result.stdout)
+    assert plan["spec"]["mode"] == "separate-async" and plan["sources"]["trainer_gpus"] == f"file {config}"
+    assert "trainer.v1.trainer_mode=separate_async" in plan["overrides"]
+    assert "actor_rollout_ref.rollout.n_gpus_per_node=2" in plan["overrides"]
+    assert "trainer.n_gpus_per_node=6" in plan["overrides"]
 
 
 def test_changing_the_model_and_the_mask_with_a_live_decode(npu_host):

@@ -83,7 +83,7 @@ def test_generate_says_what_it_wrote_and_what_changed_not_every_note_again(tmp_p
 def test_plan_fits_a_screen_and_plan_all_shows_every_field_and_override(tmp_path):
     """#27.7: the default plan is the deciding values, what was set, the features on, the memory per phase and
     the command's first line (a 120x60 terminal, 50 lines in a pipe); --all is every field and every override."""
-    from verl_deploy.cli.views import SECTIONS
+    from verl_deploy.views.spec_rows import SECTIONS
 
     env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path)}
     document = json.loads(run_cli("plan", "--json", "--train-steps", "7", env=env).stdout)

@@ -17,7 +17,7 @@ from verl_deploy.hydra_text import format_value, parse_override
 from verl_deploy.profiles import Profile
 from verl_deploy.profiles import modes
 from verl_deploy.profiles.algorithms import GRPO_DROPS, GRPO_KNOBS
-from verl_deploy.spec import RunSpec
+from verl_deploy.spec import DECLARED, RunSpec
 
 # knob -> (variable at the top of run_training.sh, group). Knobs not listed go in literally.
 VARIABLES: dict[str, tuple[str, str]] = {
@@ -150,7 +150,6 @@ class Plan:
 
 def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) -> list[tuple[str, Any]]:
     """Every knob the run sets, in the order the command shows them."""
-    one_step_off = spec.mode == "one-step-off"
     kind = modes.mechanism(spec)
     v1 = modes.is_v1(spec)
     knobs: list[tuple[str, Any]] = [
@@ -221,15 +220,37 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         grpo = dict(GRPO_KNOBS)
         knobs = [(knob, grpo.pop(knob, value)) for knob, value in knobs if knob not in GRPO_DROPS]
         knobs += list(grpo.items())
-    feature_knobs = feature_registry.knob_values(states)
-    if feature_knobs.get("recompute_granularity") == "full":  # how it recomputes is the spec's
-        feature_knobs.update(recompute_method=spec.recompute_method, recompute_num_layers=spec.recompute_num_layers)
-    knobs += list(feature_knobs.items())
-    if "remove_padding" in feature_knobs:  # Megatron's model key follows the feature (profiles/base.py)
-        knobs += [("model_remove_padding", feature_knobs["remove_padding"])]
+    knobs += feature_knobs(spec, states) + trainer_knobs(spec)
+    if spec.mode == "fully-async":  # its rollouter asserts train_batch_size 0 and gen_batch_size 1
+        knobs = [(k, 0 if k == "train_batch_size" else v) for k, v in knobs if k != "gen_batch_size"]
+        knobs += fully_async_knobs(spec)
+    if spec.mode in ("one-step-off", "fully-async"):
+        knobs += [
+            ("hybrid_engine", False),
+            ("rollout_pool_nnodes", spec.nnodes),
+            ("rollout_pool_gpus", spec.rollout_gpus),
+        ]
+    if v1:
+        knobs += v1_knobs(spec, kind)
+    return knobs + declared_knobs(spec, {knob for knob, _ in knobs})
+
+
+def feature_knobs(spec: RunSpec, states: list[feature_registry.FeatureState]) -> list[tuple[str, Any]]:
+    """What the features that are on set, with how the recompute feature recomputes (the spec says)."""
+    knobs = feature_registry.knob_values(states)
+    if knobs.get("recompute_granularity") == "full":  # how it recomputes is the spec's
+        knobs.update(recompute_method=spec.recompute_method, recompute_num_layers=spec.recompute_num_layers)
+    settings = list(knobs.items())
+    if "remove_padding" in knobs:  # Megatron's model key follows the feature (profiles/base.py)
+        settings += [("model_remove_padding", knobs["remove_padding"])]
     if spec.device == "npu":  # verl's NPU scripts: torch.compile off for the actor and the reference
-        knobs += [("use_torch_compile", False)]
-    knobs += [
+        settings += [("use_torch_compile", False)]
+    return settings
+
+
+def trainer_knobs(spec: RunSpec) -> list[tuple[str, Any]]:
+    """The trainer: trackers, names, nodes and devices, steps, checkpoints and validation."""
+    return [
         ("logger", spec.loggers),
         ("project_name", spec.project_name),
         ("experiment_name", spec.effective_experiment_name),
@@ -245,26 +266,25 @@ def knob_settings(spec: RunSpec, states: list[feature_registry.FeatureState]) ->
         ("max_ckpt_to_keep", spec.max_ckpt_to_keep),
         ("device", "npu" if spec.device == "npu" else "cuda"),
     ]
-    if spec.mode == "fully-async":  # its rollouter asserts train_batch_size 0 and gen_batch_size 1
-        knobs = [(k, 0 if k == "train_batch_size" else v) for k, v in knobs if k != "gen_batch_size"]
-        knobs += [
-            ("gen_batch_size", 1),
-            ("staleness_threshold", spec.staleness_threshold),
-            ("trigger_parameter_sync_step", spec.effective_parameter_sync_step),
-            ("require_batches", 1),
-            ("partial_rollout", spec.partial_rollout),
-            # null: the rollouter counts total_epochs x its loader (fully_async_rollouter.py)
-            ("total_rollout_steps", spec.train_steps * spec.batch_size if spec.train_steps else None),
-        ]
-    if one_step_off or spec.mode == "fully-async":
-        knobs += [
-            ("hybrid_engine", False),
-            ("rollout_pool_nnodes", spec.nnodes),
-            ("rollout_pool_gpus", spec.rollout_gpus),
-        ]
-    if v1:
-        knobs += v1_knobs(spec, kind)
-    return knobs
+
+
+def fully_async_knobs(spec: RunSpec) -> list[tuple[str, Any]]:
+    """verl.experimental.fully_async_policy's own settings (its rollouter asserts gen_batch_size 1)."""
+    return [
+        ("gen_batch_size", 1),
+        ("staleness_threshold", spec.staleness_threshold),
+        ("trigger_parameter_sync_step", spec.effective_parameter_sync_step),
+        ("require_batches", 1),
+        ("partial_rollout", spec.partial_rollout),
+        # null: the rollouter counts total_epochs x its loader (fully_async_rollouter.py)
+        ("total_rollout_steps", spec.train_steps * spec.batch_size if spec.train_steps else None),
+    ]
+
+
+def declared_knobs(spec: RunSpec, placed: set[str]) -> list[tuple[str, Any]]:
+    """The fields that declare their knob (spec.py `knob=`) and the recipe above does not place: their values
+    as they are, after the others (so adding such a field moves no override of an existing script)."""
+    return [(meta.knob, getattr(spec, name)) for name, meta in DECLARED.items() if meta.knob and meta.knob not in placed]
 
 
 def v1_knobs(spec: RunSpec, kind: str) -> list[tuple[str, Any]]:
@@ -298,25 +318,52 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
         no_default_features=spec.no_default_features, oom_features=spec.oom_features,
         estimate_features=spec.estimate_features,
     )
+    overrides, variables = keyed_overrides(spec, profile, knob_settings(spec, states))
+    overrides, superseded = with_user_overrides(overrides, spec.overrides)
+    platform = PLATFORMS[spec.device]
+    ordered_vars = sorted(variables, key=lambda v: GROUPS.index(v.group))
+    entry_module, config_name = profile.entry(modes.mechanism(spec), spec.framework)
+    return Plan(
+        spec=spec, profile=profile, entry_module=entry_module, config_name=config_name,
+        overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),
+        platform=platform, features=states, feature_findings=feature_findings, superseded=superseded,
+    )
+
+
+def keyed_overrides(spec: RunSpec, profile: Profile,
+                    knobs: list[tuple[str, Any]]) -> tuple[list[Override], list[Variable]]:
+    """Each knob as the profile's verl keys; a knob with a run_training.sh variable is sent through it."""
     overrides: list[Override] = []
     variables: dict[str, Variable] = {}
     derived = derived_expressions(spec)
-    for knob, value in knob_settings(spec, states):
+    for knob, value in knobs:
         var_name, group = VARIABLES.get(knob, (None, ""))
         for profile_key in profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec)):
             transformed = profile_key.values is not None
-            mapped = profile_key.value_for(value)
             use_var = var_name if (var_name and not transformed) else None
             if use_var and use_var not in variables:
-                expr, reads = derived.get(use_var, (None, ()))
-                if expr and not all(name in variables for name in reads):
-                    expr = None  # what it reads is not a variable here: the literal value
-                variables[use_var] = Variable(use_var, value, group, expr)
-            overrides.append(Override(profile_key.path, mapped, "+" if profile_key.plus else "", use_var, knob))
+                variables[use_var] = _variable(use_var, value, group, derived, variables)
+            overrides.append(Override(profile_key.path, profile_key.value_for(value), "+" if profile_key.plus else "",
+                                      use_var, knob))
+    return overrides, list(variables.values())
 
+
+def _variable(name: str, value: Any, group: str, derived: dict[str, tuple[str, tuple[str, ...]]],
+              variables: dict[str, Variable]) -> Variable:
+    """A variable at the top of run_training.sh: bash arithmetic over the variables above it where the spec
+    derives the value from them, else the literal value."""
+    expr, reads = derived.get(name, (None, ()))
+    if expr and not all(other in variables for other in reads):
+        expr = None  # what it reads is not a variable here: the literal value
+    return Variable(name, value, group, expr)
+
+
+def with_user_overrides(overrides: list[Override], texts: list[str]) -> tuple[list[Override], dict[str, str]]:
+    """The user's --override texts after ours: each replaces (or deletes) the keys it covers. Returns the
+    overrides and knob -> the user's override that replaced what the knob set (Hydra keeps the last)."""
     replaced_by: dict[str, str] = {}  # knob -> the user key that replaced (or deleted) what it set
-    last_text: dict[str, str] = {}  # user key -> its last --override (Hydra keeps the last)
-    for text in spec.overrides:
+    last_text: dict[str, str] = {}  # user key -> its last --override
+    for text in texts:
         prefix, key, raw = split_user_override(text)
         covered = [o for o in overrides if o.key == key or o.key.startswith(key + ".")]  # a node covers its keys
         for replaced in covered:
@@ -325,16 +372,7 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
         overrides = [o for o in overrides if not any(o is c for c in covered)]
         overrides.append(Override(key, raw, prefix, None, "--override", raw=raw))
         last_text[key] = text
-    superseded = {knob: last_text[key] for knob, key in replaced_by.items()}
-
-    platform = PLATFORMS[spec.device]
-    ordered_vars = sorted(variables.values(), key=lambda v: GROUPS.index(v.group))
-    entry_module, config_name = profile.entry(modes.mechanism(spec), spec.framework)
-    return Plan(
-        spec=spec, profile=profile, entry_module=entry_module, config_name=config_name,
-        overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),
-        platform=platform, features=states, feature_findings=feature_findings, superseded=superseded,
-    )
+    return overrides, {knob: last_text[key] for knob, key in replaced_by.items()}
 
 
 def device_env(spec: RunSpec, platform: Platform) -> list[tuple[str, str]]:

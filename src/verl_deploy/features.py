@@ -206,37 +206,13 @@ def resolve(
     estimate_features: Iterable[str] = (),
 ) -> tuple[list[FeatureState], list[Finding]]:
     """Apply the policy and the registry's applicability rules; return states and findings."""
-    findings: list[Finding] = []
-    explicit: dict[str, tuple[bool, Why]] = {}
-    if mask:
-        decoded, problems = parse_mask(mask)
-        findings += problems
-        explicit.update({name: (on, "mask") for name, on in decoded.items()})
-    listed, problems = parse_feature_list(user_features)
-    findings += problems
-    explicit.update({name: (on, "user") for name, on in listed.items()})
-
+    explicit, findings = _asked(mask, user_features)
     states: dict[str, FeatureState] = {}
     for feature in REGISTRY:
-        applicable = feature.applies_to(framework, device)
-        if feature.name in explicit:
-            on, why = explicit[feature.name]
-            if on and not applicable:
-                where = "framework " + framework if framework not in feature.frameworks else "device " + device
-                need = "/".join(feature.frameworks if framework not in feature.frameworks else feature.devices)
-                findings.append(error(
-                    "features", f"{feature.name} does not apply to {where} (needs {need})",
-                    f"drop {feature.name}" + (f"; {feature.note}" if feature.note else "")))
-            # a feature that does not apply sets no knob (its keys do not exist there): n/a, whatever was asked
-            states[feature.name] = FeatureState(feature.name, on and applicable, why if applicable else "n/a")
-        elif not applicable:
-            states[feature.name] = FeatureState(feature.name, False, "n/a")
-        elif feature.default_on and not no_default_features:
-            states[feature.name] = FeatureState(feature.name, True, "default")
-        else:
-            states[feature.name] = FeatureState(feature.name, False, "default")
-
-    for names, why in ((estimate_features, "estimate"), (oom_features, "oom")):
+        states[feature.name] = _state(feature, explicit.get(feature.name), framework, device, no_default_features,
+                                      findings)
+    added: tuple[tuple[Iterable[str], Why], ...] = ((estimate_features, "estimate"), (oom_features, "oom"))
+    for names, why in added:
         for name in names:
             wanted = BY_NAME.get(name)
             if wanted and wanted.applies_to(framework, device) and not states[name].on:
@@ -248,6 +224,39 @@ def resolve(
             "features", "swap_optimizer and offload are both on: optimizer offload is turned off",
             "nothing to do; parameters and gradients are still offloaded"))
     return [states[f.name] for f in REGISTRY], findings
+
+
+def _asked(mask: str | None, user_features: Iterable[str]) -> tuple[dict[str, tuple[bool, Why]], list[Finding]]:
+    """What the mask and then the feature list turn on or off (the list wins), and what is wrong with either."""
+    findings: list[Finding] = []
+    explicit: dict[str, tuple[bool, Why]] = {}
+    if mask:
+        decoded, problems = parse_mask(mask)
+        findings += problems
+        explicit.update({name: (on, "mask") for name, on in decoded.items()})
+    listed, problems = parse_feature_list(user_features)
+    findings += problems
+    explicit.update({name: (on, "user") for name, on in listed.items()})
+    return explicit, findings
+
+
+def _state(feature: Feature, asked: tuple[bool, Why] | None, framework: str, device: str, no_default_features: bool,
+           findings: list[Finding]) -> FeatureState:
+    """One feature's state: as asked where it applies (asking for one that does not is an error), else its default."""
+    applicable = feature.applies_to(framework, device)
+    if asked is not None:
+        on, why = asked
+        if on and not applicable:
+            where = "framework " + framework if framework not in feature.frameworks else "device " + device
+            need = "/".join(feature.frameworks if framework not in feature.frameworks else feature.devices)
+            findings.append(error(
+                "features", f"{feature.name} does not apply to {where} (needs {need})",
+                f"drop {feature.name}" + (f"; {feature.note}" if feature.note else "")))
+        # a feature that does not apply sets no knob (its keys do not exist there): n/a, whatever was asked
+        return FeatureState(feature.name, on and applicable, why if applicable else "n/a")
+    if not applicable:
+        return FeatureState(feature.name, False, "n/a")
+    return FeatureState(feature.name, feature.default_on and not no_default_features, "default")
 
 
 def knob_values(states: Iterable[FeatureState]) -> dict[str, object]:

@@ -12,65 +12,43 @@ from __future__ import annotations
 import difflib
 import os
 import typing
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 from pydantic import ValidationError
 
+from verl_deploy import rayauth
+from verl_deploy.devices import rollout_memory_default
 from verl_deploy.features import lookup
 from verl_deploy.findings import Finding, UserError, error
 from verl_deploy import boundedread
 from verl_deploy.boundedread import UnreadableFile
 from verl_deploy.secrets import key_path, load_swanlab_key
-from verl_deploy.spec import RunSpec, field_names, parse_hosts
+from verl_deploy.spec import RunSpec, env_vars, field_names, flag_of, parse_hosts
 
-# The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names.
-ENV_VARS: dict[str, str] = {
-    "FRAMEWORK": "framework",
-    "MODEL_PATH": "model_path",
-    "TRAIN_FILE": "train_file",
-    "VAL_FILE": "test_file",
-    "TEST_FILE": "test_file",
-    "CKPTS_DIR": "ckpts_dir",
-    "TRAIN_STEPS": "train_steps",
-    "TRAINER_GPUS": "trainer_gpus",
-    "ROLLOUT_GPUS": "rollout_gpus",
-    "USER_FEATURES": "features",
-    "MAX_OOM_RETRIES": "max_oom_retries",
-    "MAX_RESPONSE_LENGTH": "max_response_length",
-    "SWANLAB_HOST": "swanlab_host",
-    "SWANLAB_API_KEY": "swanlab_api_key",
-    "SWANLAB_MODE": "swanlab_mode",
-    "SWANLAB_WORKSPACE": "swanlab_workspace",
-    "SWANLAB_LOG_DIR": "swanlab_log_dir",
-    "PROJECT_NAME": "project_name",
-    "CONTAINER": "container",
-    "RAY_AUTH_MODE": "ray_auth",  # Ray's own variable: the mode of the Ray the scripts start
-    "http_proxy": "http_proxy",
-    "https_proxy": "https_proxy",
-}
+# The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names, as each field
+# declares them (spec.py): variable -> field
+ENV_VARS: dict[str, str] = env_vars()
 TRUTHY = {"1", "true", "yes", "on", "y"}
 FALSY = {"0", "false", "no", "off", "n"}
 MAX_CONFIG_FILE_BYTES = 1 << 20  # a config of spec fields is a few hundred bytes
-
-
-def _flag_name(field: str) -> str:
-    return {"overrides": "--override", "mounts": "--mount"}.get(field) or "--" + field.replace("_", "-")
 
 
 def where(source: str, field: str) -> str:
     """How a user changes a value that came from `source`."""
     kind, _, detail = source.partition(" ")
     if kind == "flag":
-        return f"change {detail or _flag_name(field)}"
+        return f"change {detail or flag_of(field)}"
     if kind == "env":
         return f"change or unset {detail} in the environment"
     if kind == "file":
         return f"change {field} in {detail}"
     if kind == "answer":
         return "answer the question again"
-    return f"set {_flag_name(field)}"
+    return f"set {flag_of(field)}"
 
 
 def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
@@ -186,22 +164,38 @@ def resolve(
 ) -> RunSpec:
     """Merge every layer into a RunSpec; raise UserError with all findings if any is wrong."""
     environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    findings: list[Finding] = []
+    merged = _merge_layers(flags or {}, environ, config_file, detected or {}, answers or {})
+    _derive(merged, environ)
+    return _validated(merged)
 
-    def layer(new: Mapping[str, Any], label: str | Mapping[str, str], nulls: bool = False) -> None:
+
+@dataclass
+class Layers:
+    """The values merged so far, each with the layer it came from (a later layer wins)."""
+
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def add(self, new: Mapping[str, Any], label: str | Mapping[str, str], nulls: bool = False) -> None:
         for key, value in new.items():
             if value is None and not (nulls and _takes_null(key)):
                 continue
-            values[key] = value
-            sources[key] = label if isinstance(label, str) else label[key]
+            self.values[key] = value
+            self.sources[key] = label if isinstance(label, str) else label[key]
 
-    layer(detected or {}, "detected")
+    def derive(self, name: str, value: Any, source: str = "derived") -> None:
+        self.values[name], self.sources[name] = value, source
+
+
+def _merge_layers(flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str | os.PathLike | None,
+                  detected: Mapping[str, Any], answers: Mapping[str, Any]) -> Layers:
+    """detected < config file < the saved SwanLab key < environment < flags < answers; every problem at once."""
+    merged, findings = Layers(), []
+    merged.add(detected, "detected")
     if config_file is not None:
         file_values, problems = load_config_file(config_file)
         findings += problems
-        layer(file_values, f"file {config_file}", nulls=True)  # `max_ckpt_to_keep: null` is verl's null
+        merged.add(file_values, f"file {config_file}", nulls=True)  # `max_ckpt_to_keep: null` is verl's null
     try:
         stored_key = load_swanlab_key()
     except UnreadableFile as exc:
@@ -209,52 +203,61 @@ def resolve(
         findings.append(error("swanlab_api_key", f"the saved key file {exc}",
                               f"save the key again: verl-deploy swanlab login (or delete {key_path()})"))
     if stored_key:
-        layer({"swanlab_api_key": stored_key}, "secret file")
-    env_values, env_sources = env_layer(environ)
-    layer(env_values, env_sources)
+        merged.add({"swanlab_api_key": stored_key}, "secret file")
+    merged.add(*env_layer(environ))
     offload = environ.get("ENABLE_OFFLOAD", "").strip().lower()
     if offload and offload not in TRUTHY | FALSY:
         findings.append(error("features", f"ENABLE_OFFLOAD={environ['ENABLE_OFFLOAD'][:40]!r} is neither on nor off",
                               "set ENABLE_OFFLOAD=1 to add offload, 0 (or unset it) to leave it to the features"))
-    layer({k: v for k, v in (flags or {}).items() if v is not None}, {k: f"flag {_flag_name(k)}" for k in (flags or {})})
-    layer(answers or {}, "answer")
+    merged.add({k: v for k, v in flags.items() if v is not None}, {k: f"flag {flag_of(k)}" for k in flags})
+    merged.add(answers, "answer")
     if findings:
         raise UserError(findings)
+    return merged
 
-    nodes = values.get("nodes")
-    if nodes:
-        try:
-            hosts = parse_hosts(nodes)
-        except ValueError as exc:
-            raise UserError([error("nodes", str(exc), getattr(exc, "fix", "give --nodes h1,h2 or --nodes @hostfile"))]) from None
-        if "nnodes" not in values:
-            values["nnodes"], sources["nnodes"] = len(hosts), "derived"
-        if "master_addr" not in values and hosts:
-            values["master_addr"], sources["master_addr"] = hosts[0], "derived"
+
+def _derive(merged: Layers, environ: Mapping[str, str]) -> None:
+    """Values that follow from others when the user left them out (each source says "derived" or why)."""
+    values = merged.values
+    if values.get("nodes"):
+        _from_hosts(merged)
     if "ray_auth" not in values:
-        _ray_auth_default(environ, values, sources, findings)
-        if findings:
-            raise UserError(findings)
+        _ray_auth_default(environ, merged)
     if values.get("verl_dir") and "run_dir" not in values and not values.get("container"):
         # no container: the checkout the user named is the verl that runs (local backend), not /verl
-        values["run_dir"] = os.path.abspath(os.path.expanduser(str(values["verl_dir"])))
-        sources["run_dir"] = "derived from verl_dir (no container: the training runs from that checkout)"
-    _version_from_the_tree_that_runs(values, sources)
+        merged.derive("run_dir", os.path.abspath(os.path.expanduser(str(values["verl_dir"]))),
+                      "derived from verl_dir (no container: the training runs from that checkout)")
+    _version_from_the_tree_that_runs(values, merged.sources)
     if values.get("gpu_memory_utilization") is None:
-        from verl_deploy.devices import rollout_memory_default
-
         device = str(values.get("device") or "npu").strip().lower()
         engine = str(values.get("rollout_engine") or "vllm").strip().lower()
-        values["gpu_memory_utilization"], why = rollout_memory_default(device, engine)
-        sources["gpu_memory_utilization"] = f"default ({why})"
+        share, why = rollout_memory_default(device, engine)
+        merged.derive("gpu_memory_utilization", share, f"default ({why})")
     if values.get("mode") == "one-step-off" and "train_pp" not in values:
         # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
-        values["train_pp"], sources["train_pp"] = 1, "derived"
+        merged.derive("train_pp", 1)
+
+
+def _from_hosts(merged: Layers) -> None:
+    """--nodes h1,h2: the node count and the head's address, unless given."""
     try:
-        spec = RunSpec(**values)
+        hosts = parse_hosts(merged.values["nodes"])
+    except ValueError as exc:
+        raise UserError([error("nodes", str(exc), getattr(exc, "fix", "give --nodes h1,h2 or --nodes @hostfile"))]) from None
+    if "nnodes" not in merged.values:
+        merged.derive("nnodes", len(hosts))
+    if "master_addr" not in merged.values and hosts:
+        merged.derive("master_addr", hosts[0])
+
+
+def _validated(merged: Layers) -> RunSpec:
+    """The RunSpec of the merged values, with the source of every field (pydantic's errors as findings)."""
+    sources = merged.sources
+    try:
+        spec = RunSpec(**merged.values)
     except ValidationError as exc:
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
-    if "image" not in values:
+    if "image" not in merged.values:
         sources["image"] = "derived"  # from verl_version and device (images.py)
     if spec.sources.get("logger") and "logger" not in sources:  # lifted from -o trainer.logger=... (spec.py)
         sources["logger"] = spec.sources["logger"]
@@ -295,17 +298,13 @@ def _version_from_the_tree_that_runs(values: dict[str, Any], sources: dict[str, 
     sources["verl_version"] = f"read from {version_file}"
 
 
-def _ray_auth_default(environ: Mapping[str, str], values: dict[str, Any], sources: dict[str, str],
-                      findings: list[Finding]) -> None:
+def _ray_auth_default(environ: Mapping[str, str], merged: Layers) -> None:
     """Token auth for the scripts' Ray as `ray start --head` would decide it here (a token found: on)."""
-    from verl_deploy import rayauth
-
     try:
         mode, why = rayauth.scripts_mode({k: v for k, v in environ.items() if k != rayauth.MODE_ENV})
     except rayauth.AuthError as exc:
-        findings.append(error("ray_auth", exc.problem, exc.fix))
-        return
-    values["ray_auth"], sources["ray_auth"] = mode, why
+        raise UserError([error("ray_auth", exc.problem, exc.fix)]) from None
+    merged.derive("ray_auth", mode, why)
 
 
 def _finding_from_pydantic(err: Mapping[str, Any], sources: Mapping[str, str]) -> Finding:

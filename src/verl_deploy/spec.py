@@ -1,7 +1,11 @@
 """RunSpec: one immutable, fully resolved description of a training run.
 
-Every field has a default here (the seeds' defaults where they give one). Where a
-value comes from (default, detected, file, env, flag, answer, derived) is kept beside
+Every field has a default here (the seeds' defaults where they give one), and is declared
+here once (``spec_field``, declared.py): its flag, help and panel, environment variable, the
+sections of the config file, the wizard, `plan` and the confirmation, whether it is secret and
+the knob it is sent as. The CLI options, the environment map, the config file, the generic
+wizard rounds and the views are generated from these declarations (``listing``, ``env_vars``).
+Where a value comes from (default, detected, file, env, flag, answer, derived) is kept beside
 it in ``RunSpec.sources`` so that `plan` and the confirmation can show it.
 Cross-field rules live in ``checks.py``; this module only knows single fields.
 """
@@ -14,6 +18,7 @@ from typing import Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from verl_deploy import boundedread, names
+from verl_deploy.declared import FieldMeta, sections, spec_field
 
 Mode = Literal["dapo", "one-step-off", "colocate-async", "separate-async", "fully-async"]
 Algorithm = Literal["dapo", "grpo"]
@@ -40,11 +45,7 @@ def parse_devices(value: object) -> list[int]:
     if isinstance(value, bool) or value is None or isinstance(value, (float, dict)):
         raise ValueError("expected device ids like 0,1,2,3, a range 0-7 or a count 8")
     if isinstance(value, int):
-        if value < 1:
-            raise ValueError("a device count must be at least 1")
-        if value > MAX_DEVICE_IDS:
-            raise _too_many(value)
-        return list(range(value))
+        return _device_count(value)
     if isinstance(value, (list, tuple)):
         items: list[object] = list(value)
     else:
@@ -53,23 +54,37 @@ def parse_devices(value: object) -> list[int]:
         raise _too_many(len(items))
     devices: list[int] = []
     for item in items:
-        text = str(item).strip() if not isinstance(item, bool) else "?"
-        if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
-            lo, hi = (int(x) for x in text.split("-"))
-            if hi < lo:
-                raise ValueError(f"range {text!r} runs backwards")
-            if hi >= MAX_DEVICE_IDS or len(devices) + hi - lo + 1 > MAX_DEVICE_IDS:
-                raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
-            devices.extend(range(lo, hi + 1))
-        elif re.fullmatch(r"\d{1,9}", text):
-            if int(text) >= MAX_DEVICE_IDS:
-                raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids 0-{MAX_DEVICE_IDS - 1})")
-            devices.append(int(text))
-        else:
-            raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
+        devices.extend(_device_ids(str(item).strip() if not isinstance(item, bool) else "?", len(devices)))
     if not devices:
         raise ValueError("no device ids given")
     return devices
+
+
+def _device_count(count: int) -> list[int]:
+    """8 -> 0..7."""
+    if count < 1:
+        raise ValueError("a device count must be at least 1")
+    if count > MAX_DEVICE_IDS:
+        raise _too_many(count)
+    return list(range(count))
+
+
+def _device_ids(text: str, before: int) -> list[int]:
+    """One item of a device list, "3" or "0-7", with `before` ids already taken from the list."""
+    if re.fullmatch(r"\d{1,9}-\d{1,9}", text):
+        lo, hi = (int(x) for x in text.split("-"))
+        if hi < lo:
+            raise ValueError(f"range {text!r} runs backwards")
+        if hi >= MAX_DEVICE_IDS or before + hi - lo + 1 > MAX_DEVICE_IDS:
+            raise ValueError(f"range {text!r} is beyond a node's {MAX_DEVICE_IDS} devices (use ids "
+                             f"0-{MAX_DEVICE_IDS - 1}, e.g. 0-7)")
+        return list(range(lo, hi + 1))
+    if re.fullmatch(r"\d{1,9}", text):
+        if int(text) >= MAX_DEVICE_IDS:
+            raise ValueError(f"device id {text} is beyond a node's {MAX_DEVICE_IDS} devices (use ids "
+                             f"0-{MAX_DEVICE_IDS - 1})")
+        return [int(text)]
+    raise ValueError(f"{text[:40]!r} is not a device id (expected ids like 0,1,2,3 or a range 0-7)")
 
 
 def parse_hosts(value: object) -> list[str]:
@@ -141,134 +156,374 @@ class RunSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     # what and how
-    mode: Mode = "dapo"
-    algorithm: Algorithm = Field("dapo", description="dapo (dynamic sampling, overlong buffer, clip-higher) or grpo "
-                                 "(as verl's own GRPO example scripts: KL loss, symmetric clip, naive reward)")
-    dapo_source: Optional[Literal["core", "recipe"]] = Field(
-        None, description="verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
-                          "default: the recipe (the launch verl-deploy has always made)")
-    framework: Framework = "megatron"
-    device: Device = "npu"
-    npu_type: Literal["a2", "a3"] = Field("a2", description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image")
-    verl_version: str = DEFAULT_VERL_VERSION
-    verl_dir: Optional[str] = Field(None, description="verl checkout on this host to read version and configs from")
-    run_dir: str = Field("/verl", description="verl source root where the training runs (in the container)")
+    mode: Mode = spec_field("dapo", flags="--mode", panel="Run", view="Run", summary="training", config="run",
+        help=("dapo (colocated, sync; every release) | one-step-off (separate trainer/rollout devices; every "
+              "release) | colocate-async | separate-async (verl 0.9.0+, the V1 trainer). `verl-deploy features` lists "
+              "them per release."))
+    algorithm: Algorithm = spec_field("dapo", flags="--algorithm", panel="Run",
+        description=("dapo (dynamic sampling, overlong buffer, clip-higher) or grpo (as verl's own GRPO example "
+                     "scripts: KL loss, symmetric clip, naive reward)"),
+        help=("dapo (default) | grpo (as verl's GRPO example scripts: KL loss, symmetric clip, no dynamic sampling "
+              "or overlong buffer)."))
+    dapo_source: Optional[Literal["core", "recipe"]] = spec_field(None, flags="--dapo-source", panel="Run",
+        description=("verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
+                     "default: the recipe (the launch verl-deploy has always made)"),
+        help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) | recipe (the verl-recipe DAPO trainer, default).")
+    framework: Framework = spec_field(
+        "megatron", flags="--framework", env="FRAMEWORK", panel="Run", view="Run", summary="training", config="run",
+        help="megatron (default) | fsdp.")
+    device: Device = spec_field(
+        "npu", flags="--device", panel="Run", view="Run", summary="hardware", config="hardware",
+        help="npu (default) | gpu.")
+    npu_type: Literal["a2", "a3"] = spec_field("a2", flags="--npu-type", panel="Run", view="Run",
+        description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image",
+        help="a2 (910B, default) | a3: which official image (check detects it).")
+    verl_version: str = spec_field(
+        DEFAULT_VERL_VERSION, flags="--verl-version", panel="Run", view="Run", summary="training", config="run",
+        help="Target verl version (default: read from --verl-dir / --run-dir when given, else 0.7.0).")
+    verl_dir: Optional[str] = spec_field(None, flags="--verl-dir", panel="Run", view="Run",
+        description="verl checkout on this host to read version and configs from",
+        help="A verl checkout on this host: version and configs are read from it.")
+    run_dir: str = spec_field("/verl", flags="--run-dir", panel="Run", view="Run", deciding=True,
+        description="verl source root where the training runs (in the container)",
+        help="verl source root where training runs (default /verl).")
 
     # paths
-    model_path: str = "/mnt/public/models/Qwen3-8B"
-    train_file: str = "/mnt/public/data/dapo-math-17k.parquet"
-    test_file: str = "/mnt/public/data/aime-2024.parquet"
-    ckpts_dir: Optional[str] = None
-    prompt_key: str = "prompt"
+    model_path: str = spec_field(
+        "/mnt/public/models/Qwen3-8B", flags="--model-path", env="MODEL_PATH", panel="Paths", view="Paths",
+        summary="paths", config="paths", deciding=True,
+        help="HuggingFace model directory.")
+    train_file: str = spec_field(
+        "/mnt/public/data/dapo-math-17k.parquet", flags="--train-file", env="TRAIN_FILE", panel="Paths", view="Paths",
+        summary="paths", config="paths", deciding=True,
+        help="Training parquet.")
+    test_file: str = spec_field(
+        "/mnt/public/data/aime-2024.parquet", flags=("--test-file", "--val-file"), env=("VAL_FILE", "TEST_FILE"),
+        panel="Paths", view="Paths", summary="paths", config="paths", deciding=True,
+        help="Validation parquet.")
+    ckpts_dir: Optional[str] = spec_field(
+        None, flags="--ckpts-dir", env="CKPTS_DIR", panel="Paths", view="Paths", summary="paths", config="paths",
+        deciding=True,
+        help="Checkpoint directory.")
+    prompt_key: str = spec_field("prompt", view="Paths")
 
     # hardware and cluster
-    devices: list[int] = Field(default_factory=lambda: list(range(8)))
-    nnodes: int = Field(1, ge=1, le=1024)
-    nodes: list[str] = Field(default_factory=list, description="hosts of a multi-node run, the head first (SSH names)")
-    master_addr: str = "127.0.0.1"
-    head_from_scheduler: bool = Field(False, description="Slurm / KubeRay / a running Ray cluster give the head: "
-                                                        "its address comes at run time, not from master_addr")
-    ray_port: int = Field(6379, ge=1, le=65535)
-    ray_auth: Optional[Literal["token", "disabled"]] = Field(
-        None, description="Ray token authentication of the Ray the scripts start and join (RAY_AUTH_MODE); default: "
-                          "as Ray 2.60's `ray start --head` decides on this host (token when a Ray token is found)")
-    socket_ifname: Optional[str] = None
-    container: Optional[str] = None
-    image: str = Field(DEFAULT_IMAGE, description="default: the official image of verl_version x device (images.py)")
-    image_file: Optional[str] = Field(None, description="image tarball to `docker load` when the image is not local")
-    pull_timeout: int = Field(1800, ge=1, le=86_400, description="seconds a `docker pull` may take")
-    mounts: list[str] = Field(default_factory=list, description="extra HOST:CONTAINER[:ro] binds for a new container")
-    http_proxy: Optional[str] = Field(None, description="proxy for a new container and pip inside it")
-    https_proxy: Optional[str] = None
-    device_memory_gb: Optional[float] = Field(None, gt=0, le=4096, description="memory of one device in GiB "
-                                              "(detected from npu-smi/nvidia-smi, else the device name's default)")
-    device_name: Optional[str] = Field(None, max_length=100, description="accelerator model, e.g. 910B3 or H100")
-    host_memory_gb: Optional[float] = Field(None, gt=0, le=1_000_000, description="host RAM per node in GiB")
+    devices: list[int] = spec_field(
+        default_factory=lambda: list(range(8)), flags=("--devices", "--npu-devices"), panel="Hardware",
+        view="Hardware", summary="hardware", config="hardware", deciding=True,
+        help="Device ids, e.g. 0,1,2,3 or 0-7.")
+    nnodes: int = spec_field(
+        1, ge=1, le=1024, flags="--nnodes", panel="Hardware", view="Hardware", summary="hardware", config="hardware",
+        deciding=True, follows={"config": "start"},
+        help="Number of nodes.")
+    nodes: list[str] = spec_field(
+        default_factory=list, flags="--nodes", panel="Hardware", view="Hardware", summary="hardware",
+        description="hosts of a multi-node run, the head first (SSH names)",
+        help=("Hosts of a multi-node run, head first: h1,h2 or @hostfile (SSH names; launch starts the workers over "
+              "SSH)."))
+    master_addr: str = spec_field(
+        "127.0.0.1", flags="--master-addr", panel="Hardware", view="Hardware", summary="hardware", config="hardware",
+        follows={"config": "start"},
+        help="Address of the Ray head.")
+    head_from_scheduler: bool = spec_field(False, view="Hardware",
+        description=("Slurm / KubeRay / a running Ray cluster give the head: its address comes at run time, not "
+                     "from master_addr"))
+    ray_port: int = spec_field(6379, ge=1, le=65535, view="Hardware")
+    ray_auth: Optional[Literal["token", "disabled"]] = spec_field(
+        None, flags="--ray-auth", env="RAY_AUTH_MODE", panel="Hardware", view="Hardware",
+        description=("Ray token authentication of the Ray the scripts start and join (RAY_AUTH_MODE); default: as "
+                     "Ray 2.60's `ray start --head` decides on this host (token when a Ray token is found)"),
+        help=("token | disabled: Ray token authentication for the Ray the scripts start and join (default: "
+              "RAY_AUTH_MODE, else token when a Ray token is found: RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, "
+              "~/.ray/auth_token)."))
+    socket_ifname: Optional[str] = spec_field(
+        None, flags="--socket-ifname", panel="Hardware", view="Hardware", summary="hardware", config="hardware",
+        help="Network interface for HCCL/NCCL/GLOO.")
+    container: Optional[str] = spec_field(
+        None, flags="--container", env="CONTAINER", panel="Hardware", view="Run", summary="container",
+        config="container", deciding=True,
+        help="Container the run uses.")
+    image: str = spec_field(
+        DEFAULT_IMAGE, flags="--image", panel="Hardware", view="Run", summary="container", config="container",
+        deciding=True,
+        description="default: the official image of verl_version x device (images.py)",
+        help=("Image for a new container (default: the official image of the verl version and device, see README "
+              "'Official images')."))
+    image_file: Optional[str] = spec_field(None, flags="--image-file", panel="Hardware",
+        description="image tarball to `docker load` when the image is not local",
+        help=("Image tarball (`docker save` output) loaded with `docker load` when the image is not on this host: "
+              "no registry needed."))
+    pull_timeout: int = spec_field(1800, ge=1, le=86_400, flags="--pull-timeout", panel="Hardware",
+        description="seconds a `docker pull` may take",
+        help="Seconds a `docker pull` may take (default 1800).")
+    mounts: list[str] = spec_field(default_factory=list, flags="--mount", panel="Hardware", repeat=True,
+        description="extra HOST:CONTAINER[:ro] binds for a new container",
+        help="Extra bind for a new container, HOST:CONTAINER[:ro]; repeatable (data, models, code).")
+    http_proxy: Optional[str] = spec_field(
+        None, flags="--http-proxy", env="http_proxy", panel="Hardware", view="Run", summary="container",
+        config="container",
+        round="proxy", ask="http_proxy",
+        description="proxy for a new container and pip inside it",
+        help="Proxy for a new container and pip in it.")
+    https_proxy: Optional[str] = spec_field(
+        None, flags="--https-proxy", env="https_proxy", panel="Hardware", view="Run", summary="container",
+        config="container",
+        round="proxy", ask="https_proxy",
+        help="HTTPS proxy for a new container and pip in it.")
+    device_memory_gb: Optional[float] = spec_field(
+        None, gt=0, le=4096, flags="--device-memory-gb", panel="Hardware", view="Hardware",
+        description="memory of one device in GiB (detected from npu-smi/nvidia-smi, else the device name's default)",
+        help=("Memory of one device in GiB for the memory estimate (default: what check found, else the device "
+              "name's default, e.g. 64 for 910B3, 80 for H100)."))
+    device_name: Optional[str] = spec_field(
+        None, max_length=100, flags="--device-name", panel="Hardware", view="Hardware", deciding=True,
+        follows={"view": "rollout_gpus"},
+        description="accelerator model, e.g. 910B3 or H100",
+        help=("Accelerator model for the memory estimate's default memory when none is detected: 910B1-910B4, A3, "
+              "H100, H800, H20, H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000."))
+    host_memory_gb: Optional[float] = spec_field(None, gt=0, le=1_000_000, view="Hardware",
+        description="host RAM per node in GiB")
 
     # hyper-parameters
     # None: verl's own count, total_epochs x batches per epoch (trainer.total_training_steps: null)
-    train_steps: Optional[int] = Field(100, ge=1, le=10_000_000)
-    batch_size: int = Field(32, ge=1, le=1_000_000)
-    mini_batch_size: Optional[int] = Field(None, ge=1, le=1_000_000)
-    gen_batch_size: Optional[int] = Field(None, ge=1, le=10_000_000)
-    lr: float = Field(1e-6, gt=0, le=1.0)
-    n_resp_per_prompt: int = Field(8, ge=1, le=1024)
-    max_prompt_length: int = Field(2048, ge=16, le=1_048_576)
-    max_response_length: int = Field(8192, ge=16, le=1_048_576)
-    expected_response_length: Optional[int] = Field(
-        None, ge=1, le=1_048_576, description="the mean response length the run is expected to reach (DAPO logs it as "
-        "response_length/mean): the memory estimate sizes the typical step with it (default: half the maximum)")
-    temperature: float = Field(1.0, ge=0, le=10)
-    clip_ratio_low: float = Field(0.2, ge=0, le=1)
-    clip_ratio_high: float = Field(0.28, ge=0, le=10)
+    train_steps: Optional[int] = spec_field(
+        100, ge=1, le=10_000_000, flags="--train-steps", env="TRAIN_STEPS", panel="Hyper-parameters",
+        view="Hyper-parameters", summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Training steps",
+        help="Training steps (default 100).")
+    batch_size: int = spec_field(
+        32, ge=1, le=1_000_000, flags="--batch-size", panel="Hyper-parameters", view="Hyper-parameters",
+        summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Batch size (prompts per step)",
+        help="Prompts per step (default 32).")
+    mini_batch_size: Optional[int] = spec_field(
+        None, ge=1, le=1_000_000, flags="--mini-batch-size", panel="Hyper-parameters", view="Hyper-parameters",
+        help="PPO mini-batch (default = batch size).")
+    gen_batch_size: Optional[int] = spec_field(
+        None, ge=1, le=10_000_000, flags="--gen-batch-size", panel="Hyper-parameters", view="Hyper-parameters",
+        deciding=True,
+        help="DAPO generation batch (default 3 x batch).")
+    lr: float = spec_field(
+        1e-6, gt=0, le=1.0, flags="--lr", panel="Hyper-parameters", view="Hyper-parameters", summary="training",
+        config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Learning rate",
+        help="Learning rate (default 1e-6).")
+    n_resp_per_prompt: int = spec_field(
+        8, ge=1, le=1024, flags="--n-resp-per-prompt", panel="Hyper-parameters", view="Hyper-parameters",
+        summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Responses per prompt",
+        help="Responses per prompt (default 8).")
+    max_prompt_length: int = spec_field(
+        2048, ge=16, le=1_048_576, flags="--max-prompt-length", panel="Hyper-parameters", view="Hyper-parameters",
+        summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Max prompt length",
+        help="Default 2048.")
+    max_response_length: int = spec_field(
+        8192, ge=16, le=1_048_576, flags="--max-response-length", env="MAX_RESPONSE_LENGTH", panel="Hyper-parameters",
+        view="Hyper-parameters", summary="training", config="hyper-parameters", deciding=True,
+        round="hyper-parameters", ask="Max response length",
+        help="Default 8192.")
+    expected_response_length: Optional[int] = spec_field(
+        None, ge=1, le=1_048_576, flags="--expected-response-length", panel="Hyper-parameters",
+        view="Hyper-parameters",
+        help="The mean response length the run is expected to reach (DAPO logs response_length/mean): the memory "
+             "estimate sizes the typical step with it (default: half the maximum).")
+    temperature: float = spec_field(
+        1.0, ge=0, le=10, flags="--temperature", panel="Hyper-parameters", view="Hyper-parameters",
+        help="Rollout sampling temperature (default 1.0).")
+    clip_ratio_low: float = spec_field(
+        0.2, ge=0, le=1, flags="--clip-ratio-low", panel="Hyper-parameters", view="Hyper-parameters",
+        help="PPO clip below (default 0.2).")
+    clip_ratio_high: float = spec_field(
+        0.28, ge=0, le=10, flags="--clip-ratio-high", panel="Hyper-parameters", view="Hyper-parameters",
+        help="PPO clip above, DAPO's clip-higher (default 0.28).")
     # token-sum: verl 0.9.0+ only (rules/lengths.py loss_agg_mode_in_release)
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm",
-                           "token-sum"] = "token-mean"
-    filter_groups: bool = True
+                           "token-sum"] = spec_field(
+        "token-mean", flags="--loss-agg-mode", panel="Hyper-parameters", view="Hyper-parameters",
+        help=("token-mean (default) | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm | "
+              "token-sum (verl 0.9.0+)."))
+    filter_groups: bool = spec_field(
+        True, flags="--filter-groups", panel="Hyper-parameters", view="Hyper-parameters", yes_no=True,
+        help="yes | no: DAPO's dynamic sampling, drop groups whose responses all score alike (default yes).")
     # None (null) is refused by the rules when group filtering is on: the trainer reads the metric by name
-    filter_groups_metric: Optional[str] = "acc"
-    max_num_gen_batches: int = Field(10, ge=0)
-    overlong_buffer: bool = True
-    overlong_buffer_len: Optional[int] = Field(None, ge=1)
-    overlong_penalty_factor: float = Field(1.0, ge=0)
+    filter_groups_metric: Optional[str] = spec_field(
+        "acc", flags="--filter-groups-metric", panel="Hyper-parameters", view="Hyper-parameters",
+        help="Metric the groups are filtered on (default acc).")
+    max_num_gen_batches: int = spec_field(
+        10, ge=0, flags="--max-num-gen-batches", panel="Hyper-parameters", view="Hyper-parameters",
+        help="Generation batches a step may take to fill the train batch (default 10; 0 no limit).")
+    overlong_buffer: bool = spec_field(
+        True, flags="--overlong-buffer", panel="Hyper-parameters", view="Hyper-parameters", yes_no=True,
+        help="yes | no: DAPO's overlong penalty (default yes).")
+    overlong_buffer_len: Optional[int] = spec_field(
+        None, ge=1, flags="--overlong-buffer-len", panel="Hyper-parameters", view="Hyper-parameters",
+        help="Tokens before the maximum where the penalty starts (default: a quarter of the response length).")
+    overlong_penalty_factor: float = spec_field(
+        1.0, ge=0, flags="--overlong-penalty-factor", panel="Hyper-parameters", view="Hyper-parameters",
+        help="Penalty at the maximum length (default 1.0).")
 
     # parallelism
-    train_tp: int = Field(4, ge=1, le=1024)
-    train_pp: int = Field(2, ge=1, le=1024)
-    train_cp: int = Field(1, ge=1, le=1024)
-    gen_tp: Optional[int] = Field(None, ge=1, le=1024)
-    allow_tp_mismatch: bool = False
-    trainer_gpus: int = Field(4, ge=1, le=100_000)
-    rollout_gpus: int = Field(4, ge=1, le=100_000)
+    train_tp: int = spec_field(
+        4, ge=1, le=1024, flags="--train-tp", panel="Parallelism", view="Parallelism", summary="layout",
+        config="hyper-parameters", deciding=True, follows={"config": "lr", "round": "lr"}, round="hyper-parameters",
+        ask="Tensor parallel (TP)",
+        help="Training tensor parallel (default 4).")
+    train_pp: int = spec_field(
+        2, ge=1, le=1024, flags="--train-pp", panel="Parallelism", view="Parallelism", summary="layout",
+        config="hyper-parameters", deciding=True, follows={"config": "lr", "round": "lr"}, round="hyper-parameters",
+        ask="Pipeline parallel (PP)",
+        help="Training pipeline parallel (default 2).")
+    train_cp: int = spec_field(
+        1, ge=1, le=1024, flags="--train-cp", panel="Parallelism", view="Parallelism", summary="layout",
+        help="Training context parallel (default 1).")
+    gen_tp: Optional[int] = spec_field(
+        None, ge=1, le=1024, flags="--gen-tp", panel="Parallelism", view="Parallelism", summary="layout",
+        deciding=True,
+        round="hyper-parameters", ask="Rollout tensor parallel (vLLM TP)", follows={"round": "lr"},
+        help="Rollout tensor parallel (default = train TP).")
+    allow_tp_mismatch: bool = spec_field(False, flags="--allow-tp-mismatch", panel="Parallelism", view="Parallelism",
+        help="Allow --gen-tp to differ from --train-tp.")
+    trainer_gpus: int = spec_field(
+        4, ge=1, le=100_000, flags="--trainer-gpus", env="TRAINER_GPUS", panel="Hardware", view="Hardware",
+        summary="layout", config="run", follows={"view": "socket_ifname"},
+        help="one-step-off, separate-async, fully-async: trainer devices (default 4).")
+    rollout_gpus: int = spec_field(
+        4, ge=1, le=100_000, flags="--rollout-gpus", env="ROLLOUT_GPUS", panel="Hardware", view="Hardware",
+        summary="layout", config="run", follows={"view": "socket_ifname"},
+        help="one-step-off, separate-async, fully-async: rollout devices (default 4).")
     # asynchronous modes (verl >= 0.9.0 V1 trainer; fully-async: verl.experimental.fully_async_policy)
-    parameter_sync_step: Optional[int] = Field(None, ge=1, le=1_000_000, description="separate-async / fully-async: "
-                                               "mini-batches trained between weight syncs (default: batch / mini-batch)")
-    warmup_batches: int = Field(1, ge=0, le=1024, description="colocate-/separate-async: batches queued before training")
-    max_off_policy: int = Field(8, ge=1, le=1_000_000, description="V1 async: model versions a trajectory may span")
-    off_policy_strategy: Literal["drop", "wait"] = "drop"
+    parameter_sync_step: Optional[int] = spec_field(
+        None, ge=1, le=1_000_000, flags="--parameter-sync-step", panel="Run", follows={"panel": "dapo_source"},
+        description=("separate-async / fully-async: mini-batches trained between weight syncs (default: batch / "
+                     "mini-batch)"),
+        help="separate-async: mini-batches between weight syncs (default: batch / mini-batch).")
+    warmup_batches: int = spec_field(
+        1, ge=0, le=1024, flags="--warmup-batches", panel="Run", follows={"panel": "dapo_source"},
+        description="colocate-/separate-async: batches queued before training",
+        help="colocate-/separate-async: batches queued before training (default 1).")
+    max_off_policy: int = spec_field(
+        8, ge=1, le=1_000_000, flags="--max-off-policy", panel="Run", follows={"panel": "dapo_source"},
+        description="V1 async: model versions a trajectory may span",
+        help="V1 async: model versions a trajectory may span (default 8).")
+    off_policy_strategy: Literal["drop", "wait"] = spec_field(
+        "drop", flags="--off-policy-strategy", panel="Run", follows={"panel": "dapo_source"},
+        help="V1 async: drop (default) | wait.")
     staleness_threshold: float = Field(0.1, ge=0, le=1_000, description="fully-async: stale samples allowed per sync")
     partial_rollout: bool = True
 
     # rollout engine
-    rollout_engine: Literal["vllm", "sglang"] = "vllm"
-    gpu_memory_utilization: float = Field(0.6, gt=0, le=0.99)
+    rollout_engine: Literal["vllm", "sglang"] = spec_field(
+        "vllm", flags="--rollout-engine", panel="Hyper-parameters", view="Parallelism", deciding=True,
+        help="vllm (default) | sglang.")
+    gpu_memory_utilization: float = spec_field(
+        0.6, gt=0, le=0.99, flags="--gpu-memory-utilization", panel="Hyper-parameters", view="Parallelism",
+        deciding=True,
+        help="Share of device memory the rollout engine takes (default 0.6).")
 
     # checkpoints and validation
-    save_freq: int = Field(10, ge=-1)
-    test_freq: int = Field(10, ge=-1)
-    val_before_train: bool = False
+    save_freq: int = spec_field(
+        10, ge=-1, flags="--save-freq", panel="Hyper-parameters", view="Hyper-parameters", summary="training",
+        follows={"panel": "max_response_length"},
+        help="Checkpoint every N steps (default 10; 0 or -1 off).")
+    test_freq: int = spec_field(10, ge=-1, flags="--test-freq", panel="Hyper-parameters", view="Hyper-parameters",
+        follows={"panel": "max_response_length"},
+        help="Validate every N steps (default 10; 0 or -1 off).")
+    val_before_train: bool = spec_field(
+        False, flags="--val-before-train", panel="Hyper-parameters", view="Hyper-parameters", yes_no=True,
+        follows={"panel": "max_response_length"},
+        help="yes | no: validate before the first step (default no).")
     # None: keep every checkpoint (verl's default, trainer.max_actor_ckpt_to_keep: null)
-    max_ckpt_to_keep: Optional[int] = Field(2, ge=1)
+    max_ckpt_to_keep: Optional[int] = spec_field(
+        2, ge=1, flags="--max-ckpt-to-keep", panel="Hyper-parameters", view="Hyper-parameters",
+        follows={"panel": "max_response_length"},
+        help="Checkpoints kept (default 2).")
 
     # features
-    mask: Optional[str] = None
+    mask: Optional[str] = spec_field(None, flags="--mask", panel="Features", view="Features", config="features",
+        help=("7-bit feature mask RmvPad DynBSZ Offload PfxCache Recompute SwapOpt VPP, leftmost = bit 0, e.g. "
+              "1100000."))
     # how the recompute feature recomputes (Megatron): verl's large-model scripts use uniform, 1 layer
-    recompute_method: Literal["block", "uniform"] = "block"
-    recompute_num_layers: int = Field(8, ge=1, le=1024)
-    features: list[str] = Field(default_factory=list)
-    no_default_features: bool = False
-    oom_features: list[str] = Field(default_factory=list)
-    estimate_features: list[str] = Field(default_factory=list, description="memory features launch added "
-                                         "because the memory estimate said the plan does not fit")
-    max_oom_retries: int = Field(2, ge=0, le=10)
+    recompute_method: Literal["block", "uniform"] = spec_field(
+        "block", flags="--recompute-method", panel="Features", view="Features",
+        help="block (default) | uniform: how the recompute feature recomputes (Megatron).")
+    recompute_num_layers: int = spec_field(
+        8, ge=1, le=1024, flags="--recompute-num-layers", panel="Features", view="Features",
+        help="Layers the recompute feature recomputes: per stage (block) or per chunk (uniform); default 8.")
+    features: list[str] = spec_field(
+        default_factory=list, flags="--features", env="USER_FEATURES", panel="Features", view="Features",
+        config="features", follows={"panel": "mask", "view": "mask"},
+        help="Features to turn on, comma separated; -name turns one off.")
+    no_default_features: bool = spec_field(
+        False, flags="--no-default-features", panel="Features", view="Features", config="features",
+        follows={"panel": "mask"},
+        help="Start with every feature off.")
+    oom_features: list[str] = spec_field(default_factory=list, view="Features")
+    estimate_features: list[str] = spec_field(
+        default_factory=list, view="Features", follows={"view": "no_default_features"},
+        description="memory features launch added because the memory estimate said the plan does not fit")
+    max_oom_retries: int = spec_field(
+        2, ge=0, le=10, flags="--max-oom-retries", env="MAX_OOM_RETRIES", panel="Features", view="Features",
+        help="OOM retries with memory features (default 2).")
 
     # logging
-    swanlab: Optional[bool] = None
-    swanlab_host: Optional[str] = None
-    swanlab_api_key: Optional[SecretStr] = None
-    swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = "cloud"
-    swanlab_workspace: str = "TrainingMaster"
-    swanlab_log_dir: Optional[str] = Field(None, description="SwanLab log directory (default: swanlog/ under "
-                                           "the run directory)")
+    swanlab: Optional[bool] = spec_field(
+        None, flags="--swanlab", panel="SwanLab", view="Logging", summary="swanlab", config="swanlab", yes_no=True,
+        round="swanlab", ask="Log to SwanLab?",
+        help="yes | no: log to SwanLab (default: yes when a host is set).")
+    swanlab_host: Optional[str] = spec_field(
+        None, flags="--swanlab-host", env="SWANLAB_HOST", panel="SwanLab", view="Logging", summary="swanlab",
+        config="swanlab",
+        round="swanlab", ask="SwanLab host (e.g. http://10.0.0.1:8000)",
+        help="e.g. http://10.0.0.1:8000.")
+    swanlab_api_key: Optional[SecretStr] = spec_field(
+        None, flags="--swanlab-api-key", env="SWANLAB_API_KEY", panel="SwanLab", view="Logging", summary="swanlab",
+        secret=True,
+        round="swanlab", ask="SwanLab API key (hidden)",
+        help=("'-' reads it from stdin (preferred: SWANLAB_API_KEY in the environment; argv is visible to other "
+              "users)."))
+    swanlab_mode: Literal["cloud", "local", "offline", "disabled"] = spec_field(
+        "cloud", flags="--swanlab-mode", env="SWANLAB_MODE", panel="SwanLab", view="Logging", summary="swanlab",
+        config="swanlab",
+        round="swanlab", ask="SwanLab mode",
+        help="cloud (default) | local.")
+    swanlab_workspace: str = spec_field(
+        "TrainingMaster", flags="--swanlab-workspace", env="SWANLAB_WORKSPACE", panel="SwanLab", view="Logging",
+        summary="swanlab", config="swanlab",
+        round="swanlab", ask="Workspace",
+        help="Default TrainingMaster.")
+    swanlab_log_dir: Optional[str] = spec_field(
+        None, flags="--swanlab-log-dir", env="SWANLAB_LOG_DIR", panel="SwanLab", view="Logging", summary="swanlab",
+        config="swanlab",
+        round="swanlab", ask="Log directory",
+        description="SwanLab log directory (default: swanlog/ under the run directory)",
+        help="SwanLab log directory.")
     # verl's trainer.logger (profiles/trackers.py); empty: console, plus swanlab when SwanLab is on
-    logger: list[str] = Field(default_factory=list)
-    project_name: str = "verl_hlm"
-    experiment_name: Optional[str] = None
+    logger: list[str] = spec_field(
+        default_factory=list, flags="--logger", panel="SwanLab", view="Logging", deciding=True,
+        follows={"view": "start"},
+        help=("Trackers verl logs to, comma separated: console, wandb, swanlab, mlflow, tensorboard, clearml, "
+              "vemlp_wandb (default console, + swanlab when on). Credentials come from the environment or "
+              "trackers.env, never flags."))
+    project_name: str = spec_field(
+        "verl_hlm", flags="--project-name", env="PROJECT_NAME", panel="SwanLab", view="Logging", summary="swanlab",
+        config="swanlab",
+        round="swanlab", ask="Project name",
+        help="Default verl_hlm.")
+    experiment_name: Optional[str] = spec_field(
+        None, flags="--experiment-name", panel="SwanLab", view="Logging", deciding=True,
+        help="Default <mode>-<model>-<framework>-<device>.")
 
     # anything else, checked against verl's config
-    overrides: list[str] = Field(default_factory=list)
-    strict: bool = False
-    nearest_profile: bool = False  # plan a release with no profile here with the newest older one (then verify)
+    overrides: list[str] = spec_field(default_factory=list, flags=("--override", "-o"), panel="Input", view="Extra",
+        repeat=True,
+        help="Any verl key, Hydra syntax: KEY=VALUE (repeatable; checked against verl's config).")
+    strict: bool = spec_field(False, flags="--strict", panel="Input", view="Extra",
+        help="Missing paths and unchecked overrides are errors.")
+    nearest_profile: bool = spec_field(
+        False, flags="--nearest-profile", panel="Run", view="Extra", follows={"panel": "verl_dir"},
+        help=("Plan a verl release this tool has no profile for (e.g. a main checkout, 0.10.0.dev) with the newest "
+              "older profile; verl's own validation then runs."))
 
     # where each value came from: field -> default|detected|file|env|flag|answer|derived
     sources: dict[str, str] = Field(default_factory=dict, exclude=True)
@@ -590,6 +845,16 @@ class RunSpec(BaseModel):
             return self.parameter_sync_step
         return max(1, self.batch_size // self.effective_mini_batch_size)
 
+    def derived_values(self) -> dict[str, object]:
+        """What an unset field stands for: field -> the value the run derives for it (the properties above)."""
+        return {
+            "ckpts_dir": self.effective_ckpts_dir, "mini_batch_size": self.effective_mini_batch_size,
+            "gen_batch_size": self.effective_gen_batch_size, "gen_tp": self.rollout_tp,
+            "experiment_name": self.effective_experiment_name, "swanlab": self.swanlab_on,
+            "overlong_buffer_len": self.effective_overlong_buffer_len,
+            "swanlab_log_dir": self.effective_swanlab_log_dir,
+        }
+
     def with_changes(self, source: str = "derived", **changes: object) -> "RunSpec":
         """A new spec with some fields changed; the changed fields get `source` as provenance."""
         data = self.model_dump()
@@ -602,8 +867,29 @@ class RunSpec(BaseModel):
 # modes whose trainer and rollout own separate devices (TRAINER_GPUS / ROLLOUT_GPUS)
 SPLIT_MODES = ("one-step-off", "separate-async", "fully-async")
 
-SECRET_FIELDS = frozenset({"swanlab_api_key"})
 
 
 def field_names() -> list[str]:
     return [n for n in RunSpec.model_fields if n != "sources"]
+
+
+# each field's declaration (flags, env vars, sections, ...: declared.py), in declaration order
+DECLARED: dict[str, FieldMeta] = {name: FieldMeta.of(RunSpec.model_fields[name]) for name in field_names()}
+SECRET_FIELDS = frozenset(name for name, meta in DECLARED.items() if meta.secret)
+
+
+def listing(table: str, titles: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
+    """[(section, [field])] of one generated listing: `panel` (--help), `view` (plan), `summary` (the
+    confirmation), `config` (the file init writes) or `round` (the wizard's), in the order of `titles`."""
+    return sections(DECLARED, table, titles)
+
+
+def env_vars() -> dict[str, str]:
+    """Environment variable -> field, lowest priority first (VAL_FILE, then TEST_FILE: the later one wins)."""
+    return {variable: name for name, meta in DECLARED.items() for variable in meta.env}
+
+
+def flag_of(name: str) -> str:
+    """The flag that sets a field (its declared first flag; --field-name for the few set only in a file)."""
+    declared = DECLARED[name].flag if name in DECLARED else None
+    return declared or "--" + name.replace("_", "-")

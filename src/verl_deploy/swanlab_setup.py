@@ -145,36 +145,12 @@ def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = l
     proxies = {name: getattr(spec, name) for name in ("http_proxy", "https_proxy") if getattr(spec, name)}
     hosts_env = _login_env(spec)
     env = {**os.environ, **proxies, **hosts_env}
-    version = run(_argv(spec, ["python3", "-c", PROBE]), 60, env=env)
-    if not version.ok:
-        if not install(where):
-            raise SwanLabSetupError(f"swanlab is not installed in {where} (python3 there cannot import it); "
-                                    "nothing was installed",
-                                    f"`verl-deploy swanlab login --install-missing` installs {SWANLAB_PIN} there (or install "
-                                    "it yourself)")
-        report.steps.append(f"swanlab missing in {where}: pip install {SWANLAB_PIN}")
-        installed = run(_argv(spec, ["python3", "-m", "pip", "install", SWANLAB_PIN], env_names=tuple(proxies)),
-                        600, env=env)
-        if not installed.ok:
-            raise SwanLabSetupError(f"pip install {SWANLAB_PIN} failed in {where}: {_tail(installed)}",
-                                    "check the network or pass --http-proxy/--https-proxy")
-        report.installed_now = True
-    else:
-        report.steps.append(f"swanlab {version.stdout.strip().split()[-1] if version.stdout.strip() else ''} in {where}")
+    _ensure_installed(spec, report, install, proxies, env)
     result = run(_argv(spec, ["python3", "-c", LOGIN], stdin=True, env_names=tuple(hosts_env)), 120,
                  input=key + "\n", env=env)
     outcome = _login_line(result.stdout)
     if not result.ok or outcome is None or not outcome.get("ok"):
-        failed = next((line[13:] for line in result.stdout.splitlines() if line.startswith("LOGIN-FAILED ")), None)
-        said = (failed or _tail(result)).replace(key, '***')
-        unreachable = host_problem(spec)  # what swanlab makes of a refused connection is not the cause: say that
-        if unreachable:
-            raise SwanLabSetupError(f"swanlab login in {where} failed: {unreachable}", host_fix(spec))
-        if any(marker in said for marker in REFUSED):
-            raise SwanLabSetupError(f"swanlab login in {where} could not reach the SwanLab host "
-                                    f"{spec.swanlab_host or 'swanlab.cn'}: {said}", host_fix(spec))
-        raise SwanLabSetupError(f"swanlab login failed in {where}: {said}",
-                                "check the API key and --swanlab-host (`verl-deploy check --swanlab yes` tests the host)")
+        raise _login_failure(spec, result, key, where)
     report.steps.append(f"logged in{' to ' + spec.swanlab_host if spec.swanlab_host else ''} (key on stdin)")
     if outcome.get("saved"):
         report.steps.append(f"login verified ({outcome['saved']})")
@@ -185,6 +161,42 @@ def setup_swanlab(spec: RunSpec, key: str, *, install: Callable[[str], bool] = l
                                 "run `swanlab login` by hand there and look at its message")
     report.steps.append("login verified (~/.swanlab)")
     return report
+
+
+def _ensure_installed(spec: RunSpec, report: SetupReport, install: Callable[[str], bool], proxies: dict[str, str],
+                      env: dict[str, str]) -> None:
+    """swanlab importable where the training runs; installed (pinned) only with the user's consent."""
+    where = report.where
+    version = run(_argv(spec, ["python3", "-c", PROBE]), 60, env=env)
+    if version.ok:
+        report.steps.append(f"swanlab {version.stdout.strip().split()[-1] if version.stdout.strip() else ''} in {where}")
+        return
+    if not install(where):
+        raise SwanLabSetupError(f"swanlab is not installed in {where} (python3 there cannot import it); "
+                                "nothing was installed",
+                                f"`verl-deploy swanlab login --install-missing` installs {SWANLAB_PIN} there (or install "
+                                "it yourself)")
+    report.steps.append(f"swanlab missing in {where}: pip install {SWANLAB_PIN}")
+    installed = run(_argv(spec, ["python3", "-m", "pip", "install", SWANLAB_PIN], env_names=tuple(proxies)),
+                    600, env=env)
+    if not installed.ok:
+        raise SwanLabSetupError(f"pip install {SWANLAB_PIN} failed in {where}: {_tail(installed)}",
+                                "check the network or pass --http-proxy/--https-proxy")
+    report.installed_now = True
+
+
+def _login_failure(spec: RunSpec, result: Result, key: str, where: str) -> SwanLabSetupError:
+    """Why the login failed, in one line: an unreachable host before what swanlab made of it; the key masked."""
+    failed = next((line[13:] for line in result.stdout.splitlines() if line.startswith("LOGIN-FAILED ")), None)
+    said = (failed or _tail(result)).replace(key, '***')
+    unreachable = host_problem(spec)  # what swanlab makes of a refused connection is not the cause: say that
+    if unreachable:
+        return SwanLabSetupError(f"swanlab login in {where} failed: {unreachable}", host_fix(spec))
+    if any(marker in said for marker in REFUSED):
+        return SwanLabSetupError(f"swanlab login in {where} could not reach the SwanLab host "
+                                 f"{spec.swanlab_host or 'swanlab.cn'}: {said}", host_fix(spec))
+    return SwanLabSetupError(f"swanlab login failed in {where}: {said}",
+                             "check the API key and --swanlab-host (`verl-deploy check --swanlab yes` tests the host)")
 
 
 def _login_line(stdout: str) -> dict | None:

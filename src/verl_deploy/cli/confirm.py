@@ -10,33 +10,38 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
+from rich.table import Table
 
+from verl_deploy.cli.output import console
 from verl_deploy.pipeline import Prepared
+from verl_deploy.spec import SPLIT_MODES, RunSpec, listing
+from verl_deploy.views.spec_rows import UNSET, shown_value
 
-SUMMARY: list[tuple[str, tuple[str, ...]]] = [
-    ("hardware", ("device", "devices", "nnodes", "nodes", "master_addr", "socket_ifname")),
-    ("container", ("container", "image", "http_proxy", "https_proxy")),
-    ("paths", ("model_path", "train_file", "test_file", "ckpts_dir")),
-    ("training", ("mode", "framework", "verl_version", "train_steps", "batch_size", "lr", "n_resp_per_prompt",
-                  "max_prompt_length", "max_response_length", "save_freq")),
-    ("layout", ("train_tp", "train_pp", "train_cp", "gen_tp", "trainer_gpus", "rollout_gpus")),
-    ("swanlab", ("swanlab", "swanlab_host", "swanlab_api_key", "swanlab_mode", "swanlab_workspace", "swanlab_log_dir",
-                 "project_name")),
-]
-from verl_deploy.spec import SPLIT_MODES  # noqa: E402  (modes with their own rollout devices)
-
-ONE_STEP_OFF_ONLY = {"trainer_gpus", "rollout_gpus"}
+GROUPS = ("hardware", "container", "paths", "training", "layout", "swanlab")
+# [(group, [field])] of the summary, generated from the fields' `summary=` declarations (spec.py)
+SUMMARY = listing("summary", GROUPS)
+ONE_STEP_OFF_ONLY = {"trainer_gpus", "rollout_gpus"}  # shown in the modes with their own rollout devices
 
 
 def show_summary(prepared: Prepared, action: str) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from verl_deploy.cli.output import console
-    from verl_deploy.cli.views import shown_value
-
-    spec, plan = prepared.spec, prepared.plan
+    """The run at a glance: the summary's fields with their sources, then the features and the memory verdict."""
     out = console(stderr=True)
+    out.print(_summary_table(prepared, action))
+    if prepared.plan is not None:
+        _show_features(prepared)
+    memory = prepared.memory
+    if memory is not None:
+        verdict = "fits" if memory.fits else "[red]does not fit[/] (" + escape(", ".join(memory.needs)) + ")"
+        out.print(f"[bold]memory[/] estimate: peak {memory.peak_gb:.1f} GiB in {memory.peak_phase} of "
+                  f"{memory.limit_gb:.1f} GiB per device: {verdict}"
+                  + (" [dim](--no-estimate to start without the features it added)[/]"
+                     if prepared.spec.estimate_features else ""))
+
+
+def _summary_table(prepared: Prepared, action: str) -> Table:
+    spec = prepared.spec
+    superseded = prepared.plan.superseded if prepared.plan is not None else {}
     table = Table(box=None, header_style="bold", pad_edge=False, title=f"[bold]{escape(action)}[/]", title_justify="left")
     table.add_column("")
     table.add_column("field")
@@ -46,30 +51,38 @@ def show_summary(prepared: Prepared, action: str) -> None:
         if group == "swanlab" and not spec.swanlab_on:
             table.add_row(f"[bold]{group}[/]", "swanlab", "off", spec.sources.get("swanlab", "default"))
             continue
-        for index, name in enumerate(n for n in names if spec.mode in SPLIT_MODES or n not in ONE_STEP_OFF_ONLY):
-            value, source = shown_value(prepared, name)
-            if (value == "—" and name in ("http_proxy", "https_proxy", "nodes")) or (name == "master_addr" and spec.nnodes == 1):
-                continue
+        rows = [(name, *shown_value(spec, name, superseded)) for name in names if _in_summary(spec, name)]
+        for index, (name, value, source) in enumerate(row for row in rows if not _left_out(spec, *row[:2])):
             table.add_row(f"[bold]{group}[/]" if index == 0 else "", name, escape(value), source)
-    out.print(table)
-    if plan is not None:
-        on = ", ".join(f"[green]{s.name}[/]" for s in plan.features if s.on) or "none"
-        off = ", ".join(f"[dim]{s.name}[/]" for s in plan.features if not s.on and s.why != "n/a") or "none"
-        out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
-        for state in plan.features:
-            if state.on:
-                why: str = state.why
-                if state.why == "estimate":
-                    why = ("added by the memory estimate from its calibration log (an OOM seen before)"
-                           if memory_observed(prepared) else "added by the memory estimate")
-                out.print(f"  [green]on[/]  {state.name} [dim]({escape(why)})[/]")
-    memory = prepared.memory
-    if memory is not None:
-        verdict = "fits" if memory.fits else "[red]does not fit[/] (" + escape(", ".join(memory.needs)) + ")"
-        out.print(f"[bold]memory[/] estimate: peak {memory.peak_gb:.1f} GiB in {memory.peak_phase} of "
-                  f"{memory.limit_gb:.1f} GiB per device: {verdict}"
-                  + (" [dim](--no-estimate to start without the features it added)[/]"
-                     if spec.estimate_features else ""))
+    return table
+
+
+def _in_summary(spec: RunSpec, name: str) -> bool:
+    """The trainer/rollout split only where the mode splits the devices."""
+    return spec.mode in SPLIT_MODES or name not in ONE_STEP_OFF_ONLY
+
+
+def _left_out(spec: RunSpec, name: str, value: str) -> bool:
+    """Rows that say nothing here: no proxy, no host list, a head address on one node."""
+    return (value == UNSET and name in ("http_proxy", "https_proxy", "nodes")) or (name == "master_addr"
+                                                                                    and spec.nnodes == 1)
+
+
+def _show_features(prepared: Prepared) -> None:
+    """The mask, on/off in words, and why each feature that is on is on."""
+    plan = prepared.plan
+    assert plan is not None
+    out = console(stderr=True)
+    on = ", ".join(f"[green]{s.name}[/]" for s in plan.features if s.on) or "none"
+    off = ", ".join(f"[dim]{s.name}[/]" for s in plan.features if not s.on and s.why != "n/a") or "none"
+    out.print(f"[bold]features[/] mask {plan.mask}: on: {on}; off: {off}")  # words, not colour alone
+    for state in plan.features:
+        if state.on:
+            why: str = state.why
+            if state.why == "estimate":
+                why = ("added by the memory estimate from its calibration log (an OOM seen before)"
+                       if memory_observed(prepared) else "added by the memory estimate")
+            out.print(f"  [green]on[/]  {state.name} [dim]({escape(why)})[/]")
 
 
 def memory_observed(prepared: Prepared) -> bool:
@@ -80,8 +93,6 @@ def memory_observed(prepared: Prepared) -> bool:
 def confirm(prepared: Prepared, action: str, *, yes: bool, stdin_is_tty: bool | None = None,
             as_json: bool = False) -> None:
     """Show the summary and wait for a yes; raise typer.Exit otherwise. Nothing happens before this returns."""
-    from verl_deploy.cli.output import console
-
     show_summary(prepared, action)
     err = console(stderr=True)
     if yes:

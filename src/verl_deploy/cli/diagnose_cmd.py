@@ -7,10 +7,14 @@ import os
 import stat
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from verl_deploy.cli import app
+
+if TYPE_CHECKING:
+    from verl_deploy.watch.scan import LogScanner
 
 EPILOG = """\
 Examples:
@@ -98,97 +102,118 @@ def diagnose_command(
     """Read a verl log and say what happened: progress, metrics, SwanLab link, and the root cause of a failure with its fix."""
     from verl_deploy.cli.output import print_json
     from verl_deploy.findings import error
-    from verl_deploy.watch.describe import as_record, describe
     from verl_deploy.watch.diagnosis import diagnose
-    from verl_deploy.watch.events import Metrics, Progress
-    from verl_deploy.watch.follow import LogFollower, StreamReader
-    from verl_deploy.watch.reader import follow as follow_reader
-    from verl_deploy.watch.reader import scan_to_end
     from verl_deploy.watch.scan import LogScanner
 
-    from verl_deploy.cli.output import print_findings
-    from verl_deploy.names import NameProblem
-    from verl_deploy.names import path as valid_path
-
-    def refuse(finding) -> typer.Exit:
-        """The refusal on stderr, and with --json as the JSON document on stdout too."""
-        print_findings([finding])
-        if json_output:
-            print_json({"ok": False, "class": None, "findings": [finding.as_dict()]})
-        return typer.Exit(code=2)
-
     if idle_exit is not None and not idle_exit >= 0:  # also NaN
-        raise refuse(error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
-                           "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)"))
-    if logfile == "-":
-        reader: StreamReader | LogFollower = StreamReader(sys.stdin.buffer)
-        source = "<stdin>"
-    else:
-        problem = None
-        try:
-            path = Path(valid_path(logfile, "log file")).expanduser()
-            if not os.path.exists(path) and not follow:
-                problem = f"{path} does not exist"
-            elif os.path.exists(path) and not os.path.isfile(path):  # a FIFO, /dev/zero, a directory: never opened
-                from verl_deploy.boundedread import KIND
-
-                problem = f"{path} is {KIND.get(stat.S_IFMT(os.stat(path).st_mode), 'not a regular file')}, not a log file"
-        except NameProblem as exc:
-            problem = str(exc)
-        if problem:
-            raise refuse(error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input"))
-        reader, source = LogFollower(path), str(path)
-
-    live = {"on": False, "printed_step": -1}
-
-    def on_event(event) -> None:
-        if not live["on"]:
-            return
-        if json_output:
-            _emit_line(json.dumps(as_record(event), default=str))
-            return
-        if isinstance(event, (Metrics, Progress)):
-            if isinstance(event, Progress) and event.step <= live["printed_step"]:
-                return  # the metrics line of this step was already printed
-            live["printed_step"] = max(live["printed_step"], event.step)
-        _emit_line(describe(event, scanner.state.total_steps))
-
-    scanner = LogScanner(eager=follow, on_event=on_event)
+        raise _refusal(error("--idle-exit", f"{idle_exit} is not a number of seconds >= 0",
+                             "pass --idle-exit 0 or more (or leave it out to follow until Ctrl-C)"), json_output)
+    reader, source = _open_log(logfile, follow, json_output)
+    live = LiveEvents(json_output)
+    scanner = LogScanner(eager=follow, on_event=live)
+    live.scanner = scanner
     try:
         if follow:
-            if isinstance(reader, LogFollower):
-                scan_to_end_of_now(reader, scanner)
-            state = scanner.state
-            if json_output:
-                _emit_line(json.dumps({"event": "following", "source": source, "lines": scanner.lines,
-                                       "step": state.step, "total_steps": state.total_steps}))
-            else:
-                where = f"step {state.step}/{state.total_steps}" if state.total_steps else f"step {state.step}"
-                _emit_line(f"following {source} ({scanner.lines:,} lines so far, {where}); Ctrl-C to stop")
-            live["on"] = True
-            follow_reader(reader, scanner, idle_exit=idle_exit, stall_seconds=stall_minutes * 60)
+            _follow(reader, scanner, live, source, idle_exit, stall_minutes)
         else:
+            from verl_deploy.watch.reader import scan_to_end
+
             scan_to_end(reader, scanner)
     except KeyboardInterrupt:
         pass
     except OSError as exc:
-        raise refuse(error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}", "check the path and permissions"))
-
+        raise _refusal(error("LOGFILE", f"cannot read {source}: {exc.strerror or exc}",
+                             "check the path and permissions"), json_output) from None
     not_a_log = None if follow else _not_a_verl_log(None if logfile == "-" else Path(logfile).expanduser(), scanner.lines)
     if not_a_log:
-        finding = error("LOGFILE", f"{source} has no verl log lines: {not_a_log}",
-                        "pass the verl training log (the file start_verl.sh's output went to)")
-        raise refuse(finding)
-
+        raise _refusal(error("LOGFILE", f"{source} has no verl log lines: {not_a_log}",
+                             "pass the verl training log (the file start_verl.sh's output went to)"), json_output)
     result = diagnose(scanner)
-    if json_output:
-        if follow:
-            _emit_line(json.dumps({"event": "diagnosis", **result.as_dict()}, default=str))
-        else:
-            print_json(result.as_dict())
+    if json_output and follow:
+        _emit_line(json.dumps({"event": "diagnosis", **result.as_dict()}, default=str))
+    elif json_output:
+        print_json(result.as_dict())
     else:
         _print_diagnosis(result, source)
     raise typer.Exit(code=1 if result.failed else 0)
+
+
+def _refusal(finding, json_output: bool) -> typer.Exit:
+    """The refusal on stderr, and with --json as the JSON document on stdout too."""
+    from verl_deploy.cli.output import print_findings, print_json
+
+    print_findings([finding])
+    if json_output:
+        print_json({"ok": False, "class": None, "findings": [finding.as_dict()]})
+    return typer.Exit(code=2)
+
+
+def _open_log(logfile: str, follow: bool, json_output: bool):
+    """(reader, name to show): standard input for -, else a regular file (that may not exist yet with --follow)."""
+    from verl_deploy.boundedread import KIND
+    from verl_deploy.findings import error
+    from verl_deploy.names import NameProblem
+    from verl_deploy.names import path as valid_path
+    from verl_deploy.watch.follow import LogFollower, StreamReader
+
+    if logfile == "-":
+        return StreamReader(sys.stdin.buffer), "<stdin>"
+    problem = None
+    try:
+        path = Path(valid_path(logfile, "log file")).expanduser()
+        if not os.path.exists(path) and not follow:
+            problem = f"{path} does not exist"
+        elif os.path.exists(path) and not os.path.isfile(path):  # a FIFO, /dev/zero, a directory: never opened
+            problem = f"{path} is {KIND.get(stat.S_IFMT(os.stat(path).st_mode), 'not a regular file')}, not a log file"
+    except NameProblem as exc:
+        problem = str(exc)
+    if problem:
+        raise _refusal(error("LOGFILE", problem, "pass the path of a verl log file, or - to read standard input"),
+                       json_output)
+    return LogFollower(path), str(path)
+
+
+class LiveEvents:
+    """--follow's output: each event as it comes (one JSON record a line with --json), once caught up."""
+
+    def __init__(self, json_output: bool) -> None:
+        self.json_output = json_output
+        self.on = False  # off while catching up with what the log already held
+        self.printed_step = -1
+        self.scanner: LogScanner | None = None
+
+    def __call__(self, event) -> None:
+        from verl_deploy.watch.describe import as_record, describe
+        from verl_deploy.watch.events import Metrics, Progress
+
+        if not self.on:
+            return
+        if self.json_output:
+            _emit_line(json.dumps(as_record(event), default=str))
+            return
+        if isinstance(event, (Metrics, Progress)):
+            if isinstance(event, Progress) and event.step <= self.printed_step:
+                return  # the metrics line of this step was already printed
+            self.printed_step = max(self.printed_step, event.step)
+        _emit_line(describe(event, self.scanner.state.total_steps if self.scanner else None))
+
+
+def _follow(reader, scanner, live: LiveEvents, source: str, idle_exit: float | None, stall_minutes: float) -> None:
+    """Catch up silently, say where the log stands, then print events as the log grows."""
+    from verl_deploy.watch.follow import LogFollower
+    from verl_deploy.watch.reader import follow as follow_reader
+
+    if isinstance(reader, LogFollower):
+        scan_to_end_of_now(reader, scanner)
+    state = scanner.state
+    if live.json_output:
+        _emit_line(json.dumps({"event": "following", "source": source, "lines": scanner.lines,
+                               "step": state.step, "total_steps": state.total_steps}))
+    else:
+        where = f"step {state.step}/{state.total_steps}" if state.total_steps else f"step {state.step}"
+        _emit_line(f"following {source} ({scanner.lines:,} lines so far, {where}); Ctrl-C to stop")
+    live.on = True
+    follow_reader(reader, scanner, idle_exit=idle_exit, stall_seconds=stall_minutes * 60)
 
 
 def _not_a_verl_log(path: Path | None, lines: int) -> str | None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from verl_deploy.cli import app
 from verl_deploy.cli.options import spec_options
 from verl_deploy.cli.sched_options import scheduler_options
+
+if TYPE_CHECKING:
+    from verl_deploy.pipeline import Prepared
 
 EPILOG = """\
 Examples:
@@ -47,13 +50,31 @@ def generate_command(
     **options: Any,
 ) -> None:
     """Write the two scripts (start_verl.sh -> run_training.sh) and plan.json for this run."""
-    from verl_deploy.cli.output import console, fail, print_findings, print_json
+    from verl_deploy.cli.output import print_json
+
+    prepared = _prepared(output_dir, scheduler, options, json_output)
+    assert prepared.plan is not None
+    extra = scheduler_file(prepared.plan, scheduler, options, json_output)
+    written, changes, rewrote = _write(prepared, Path(output_dir), extra, force, json_output)
+    commands = node_commands(prepared.spec, written.directory)
+    if json_output:
+        print_json({"ok": True, "output_dir": str(written.directory), "files": written.files, "changes": changes,
+                    "findings": [f.as_dict() for f in prepared.findings],
+                    **({"commands": commands} if print_commands else {})})
+        return
+    _say_written(prepared, written, changes if rewrote else {}, extra)
+    if print_commands:
+        _print_commands(commands)
+
+
+def _prepared(output_dir: str, scheduler: str, options: dict[str, Any], json_output: bool) -> Prepared:
+    """The checked plan of these options, or one refusal (a bad output directory, flags, findings)."""
     from verl_deploy.cli.options import flags_from
+    from verl_deploy.cli.output import fail
     from verl_deploy.cli.run_common import prepare_from_flags
-    from verl_deploy.findings import Finding, UserError, error
+    from verl_deploy.findings import UserError, error
     from verl_deploy.names import NameProblem
     from verl_deploy.names import path as valid_path
-    from verl_deploy.render import plan_document, write_outputs
 
     try:
         valid_path(output_dir, "output directory")
@@ -69,28 +90,37 @@ def generate_command(
                                   as_json=json_output)
     if prepared.plan is None or not prepared.ok:
         raise fail(prepared.findings, as_json=json_output)
-    extra = scheduler_file(prepared.plan, scheduler, options, json_output)
-    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
-    from verl_deploy.rayauth import TOKEN_FILE
-    from verl_deploy.render import SCRIPT_NAMES, SECRET_FILE, TRACKER_FILE
+    return prepared
 
+
+def _write(prepared: Prepared, directory: Path, extra: tuple[str, str] | None, force: bool,
+           json_output: bool) -> tuple[Any, dict[str, str], bool]:
+    """Write the set (nothing on an error); (what was written, file -> new|changed|unchanged, whether any of
+    them was there before)."""
+    from verl_deploy.cli.output import fail
+    from verl_deploy.findings import Finding
+    from verl_deploy.rayauth import TOKEN_FILE
+    from verl_deploy.render import SCRIPT_NAMES, SECRET_FILE, TRACKER_FILE, plan_document, write_outputs
+
+    assert prepared.plan is not None
+    document = plan_document(prepared.plan, prepared.findings, prepared.checked_against, prepared.memory)
     secret = {SECRET_FILE, TRACKER_FILE, TOKEN_FILE}  # never read: whether they changed is nobody's business
-    before = _contents(Path(output_dir), [n for n in (*SCRIPT_NAMES, *([extra[0]] if extra else [])) if n not in secret])
-    written = write_outputs(prepared.plan, Path(output_dir), document, force=force,
-                            extra=dict([extra]) if extra else None)
+    before = _contents(directory, [n for n in (*SCRIPT_NAMES, *([extra[0]] if extra else [])) if n not in secret])
+    written = write_outputs(prepared.plan, directory, document, force=force, extra=dict([extra]) if extra else None)
     if isinstance(written, Finding):
         raise fail([written], as_json=json_output)
     changes = {name: _change(before.get(name), written.directory / name) for name in written.files}
-    commands = node_commands(prepared.spec, written.directory)
-    if json_output:
-        print_json({"ok": True, "output_dir": str(written.directory), "files": written.files, "changes": changes,
-                    "findings": [f.as_dict() for f in prepared.findings],
-                    **({"commands": commands} if print_commands else {})})
-        return
+    return written, changes, bool(before)
+
+
+def _say_written(prepared: Prepared, written: Any, changes: dict[str, str], extra: tuple[str, str] | None) -> None:
+    """What was written (and, when scripts were there before, which changed), the warnings, and how to run it."""
+    from verl_deploy.cli.output import console, print_findings
+
     # what plan already showed is not repeated: only the warnings, and how many notes `plan` has
     print_findings([f for f in prepared.findings if f.level != "info"])
     out = console()
-    shown = [name if changes[name] == "new" or not before else f"{name} ({changes[name]})" for name in written.files]
+    shown = [name if changes.get(name, "new") == "new" else f"{name} ({changes[name]})" for name in written.files]
     out.print(f"wrote {', '.join(shown)} to [bold]{written.directory}[/]")
     notes = sum(1 for f in prepared.findings if f.level == "info")
     if notes:
@@ -104,11 +134,16 @@ def generate_command(
     else:
         out.print(f"run it: [bold]bash {written.directory}/start_verl.sh[/] (from the host: docker cp the folder "
                   f"into the container, then run it there)")
-    if print_commands:
-        for role, lines in commands.items():
-            out.print(f"[bold]{role}[/]:")
-            for line in lines:
-                out.print(f"  {line}", markup=False, soft_wrap=True)
+
+
+def _print_commands(commands: dict[str, list[str]]) -> None:
+    from verl_deploy.cli.output import console
+
+    out = console()
+    for role, lines in commands.items():
+        out.print(f"[bold]{role}[/]:")
+        for line in lines:
+            out.print(f"  {line}", markup=False, soft_wrap=True)
 
 
 def _contents(directory: Path, names: list[str]) -> dict[str, bytes]:

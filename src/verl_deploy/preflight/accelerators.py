@@ -57,10 +57,32 @@ def describe_device(device) -> str:
 
 
 def probe_accelerators(context: Context) -> Area:
+    """The accelerators npu-smi / nvidia-smi report (the kind asked for, else whichever answers), each judged."""
     area = Area("accelerators", "Accelerators")
-    spec = context.spec
-    wanted = spec.device if context.given("device") else None
-    kinds = [wanted] if wanted else ["npu", "gpu"]
+    wanted: str | None = context.spec.device if context.given("device") else None
+    kinds: list[str] = [wanted] if wanted else ["npu", "gpu"]
+    found, problems = _device_tables(context, kinds)
+    kind: str = wanted or next(iter(found), "")
+    table = found.get(kind) if kind else None
+    if table is None:
+        for failed_kind, problem in problems.items():
+            fix = DCMI_FIX if "DCMI" in problem else (NPU_FIX if failed_kind == "npu" else
+                                                      "install the NVIDIA driver; in a container start it with --gpus all")
+            level = area.error if (wanted or len(problems) == len(kinds)) else area.info
+            level("npu-smi" if failed_kind == "npu" else "nvidia-smi", f"{problem} ({context.runner.where})", fix)
+        area.data = {"kind": wanted, "devices": []}
+        return area
+    tool = "npu-smi" if kind == "npu" else "nvidia-smi"
+    version = f" {table.driver_version}" if table.driver_version else ""
+    area.ok(tool, f"{len(table.devices)} {kind.upper()}{'s' if len(table.devices) != 1 else ''} ({tool}{version}, "
+                  f"{context.runner.where})")
+    _judge_each(area, kind, tool, table)
+    area.data = table.as_dict()
+    return area
+
+
+def _device_tables(context: Context, kinds: list[str]) -> tuple[dict[str, DeviceTable], dict[str, str]]:
+    """kind -> its device table, and kind -> why its tool gave none."""
     found: dict[str, DeviceTable] = {}
     problems: dict[str, str] = {}
     for kind in kinds:
@@ -69,20 +91,11 @@ def probe_accelerators(context: Context) -> Area:
             found[kind] = table
         elif problem:
             problems[kind] = problem
-    kind = wanted or next(iter(found), "")
-    table = found.get(kind) if kind else None
-    where = context.runner.where
-    if table is None:
-        for failed_kind, problem in problems.items():
-            fix = DCMI_FIX if "DCMI" in problem else (NPU_FIX if failed_kind == "npu" else
-                                                      "install the NVIDIA driver; in a container start it with --gpus all")
-            level = area.error if (wanted or len(problems) == len(kinds)) else area.info
-            level("npu-smi" if failed_kind == "npu" else "nvidia-smi", f"{problem} ({where})", fix)
-        area.data = {"kind": wanted, "devices": []}
-        return area
-    tool = "npu-smi" if kind == "npu" else "nvidia-smi"
-    version = f" {table.driver_version}" if table.driver_version else ""
-    area.ok(tool, f"{len(table.devices)} {kind.upper()}{'s' if len(table.devices) != 1 else ''} ({tool}{version}, {where})")
+    return found, problems
+
+
+def _judge_each(area: Area, kind: str, tool: str, table: DeviceTable) -> None:
+    """One row per device: unhealthy is an error, busy a warning (with who holds it), else ok."""
     for device in table.devices:
         label = f"{kind.upper()} {device.id}"
         if kind == "npu" and device.chip is not None and any(d.chip for d in table.devices):
@@ -95,8 +108,6 @@ def probe_accelerators(context: Context) -> Area:
                          "stop those processes (a previous run? `ray stop --force`) or leave this device out with --devices")
         else:
             area.ok(label, describe_device(device))
-    area.data = table.as_dict()
-    return area
 
 
 def judge_devices(area: Area, requested: list[int], explicit: bool) -> None:
@@ -109,15 +120,24 @@ def judge_devices(area: Area, requested: list[int], explicit: bool) -> None:
         area.error("devices", f"requested {','.join(map(str, missing))} but this host has "
                    f"{','.join(map(str, sorted(devices)))}",
                    f"pass --devices with ids from {min(devices)}-{max(devices)}")
-    bad = [i for i in requested if i in devices and devices[i]["health"].upper() != "OK"]
+    bad = [i for i in requested if i in devices and not _healthy(devices[i])]
     if bad:
         area.error("devices", f"requested device(s) {','.join(map(str, bad))} are not healthy",
                    "leave them out with --devices")
     busy = [i for i in requested if i in devices and devices[i]["busy"]]
     if busy:
-        free = [i for i, d in sorted(devices.items()) if not d["busy"] and d["health"].upper() == "OK"]
         area.error("devices", f"requested device(s) {','.join(map(str, busy))} are in use by other processes",
-                   "stop them, or choose free devices" + (f": --devices {','.join(map(str, free))}" if free else ""))
+                   "stop them, or choose free devices" + _free_devices(devices))
     if not (missing or bad or busy):
         area.ok("devices", f"requested {','.join(map(str, requested))}: present, healthy, free"
                 + ("" if explicit else " (all detected)"))
+
+
+def _healthy(device: dict) -> bool:
+    return device["health"].upper() == "OK"
+
+
+def _free_devices(devices: dict[int, dict]) -> str:
+    """": --devices 2,3" naming the healthy idle devices, or "" when there are none."""
+    free = [i for i, d in sorted(devices.items()) if not d["busy"] and _healthy(d)]
+    return f": --devices {','.join(map(str, free))}" if free else ""

@@ -34,6 +34,23 @@ def image_ref(row: dict) -> str:
 def container_devices(inspect: dict) -> dict:
     """From `docker inspect`: NPU device nodes, GPU requests, privileged, shm, network."""
     host = inspect.get("HostConfig") or {}
+    state = inspect.get("State") or {}
+    return {
+        **_device_access(host),
+        "privileged": bool(host.get("Privileged")),
+        "shm_bytes": host.get("ShmSize"),
+        "network": host.get("NetworkMode"),
+        "ipc": host.get("IpcMode"),
+        "running": bool(state.get("Running")),
+        "status": state.get("Status"),
+        "image": (inspect.get("Config") or {}).get("Image"),
+        "mounts": [{"source": m.get("Source"), "destination": m.get("Destination"), "rw": m.get("RW", True)}
+                   for m in inspect.get("Mounts") or [] if isinstance(m, dict)],
+    }
+
+
+def _device_access(host: dict) -> dict:
+    """The NPU device nodes, the NPU management nodes, and whether GPUs were requested (or the nvidia runtime)."""
     paths = [d.get("PathInContainer") or d.get("PathOnHost", "") for d in host.get("Devices") or []]
     gpu_requests = [r for r in host.get("DeviceRequests") or []
                     if any("gpu" in caps for caps in (r.get("Capabilities") or []))]
@@ -41,15 +58,6 @@ def container_devices(inspect: dict) -> dict:
         "npu_devices": sorted((p for p in paths if re.fullmatch(r"/dev/davinci\d+", p)), key=lambda p: int(p[12:])),
         "npu_management": [p for p in NPU_MANAGEMENT if p in paths],
         "gpus": bool(gpu_requests) or host.get("Runtime") == "nvidia",
-        "privileged": bool(host.get("Privileged")),
-        "shm_bytes": host.get("ShmSize"),
-        "network": host.get("NetworkMode"),
-        "ipc": host.get("IpcMode"),
-        "running": bool((inspect.get("State") or {}).get("Running")),
-        "status": (inspect.get("State") or {}).get("Status"),
-        "image": (inspect.get("Config") or {}).get("Image"),
-        "mounts": [{"source": m.get("Source"), "destination": m.get("Destination"), "rw": m.get("RW", True)}
-                   for m in inspect.get("Mounts") or [] if isinstance(m, dict)],
     }
 
 

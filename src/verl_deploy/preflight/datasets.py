@@ -44,16 +44,28 @@ def inspect_parquet(path: str, prompt_key: str) -> tuple[dict, list[tuple[str, s
     problems: list[tuple[str, str, str]] = []
     if handle.metadata.num_rows == 0:
         problems.append(("error", f"{path} has no rows", "re-create the dataset"))
+    problems += _column_problems(schema, prompt_key)
+    if not problems and handle.metadata.num_rows:
+        sample = handle.read_row_group(0, columns=[prompt_key, "data_source"]).slice(0, SAMPLE_ROWS).to_pylist()
+        empty = [i for i, row in enumerate(sample) if not row[prompt_key] or not row["data_source"]]
+        if empty:
+            problems.append(("warning", f"row(s) {empty} have an empty prompt or data_source", "check the conversion"))
+        facts["data_sources"] = sorted({row["data_source"] for row in sample if row["data_source"]})
+    return facts, problems
+
+
+def _column_problems(schema, prompt_key: str) -> list[tuple[str, str, str]]:
+    """The columns verl's RL dataset and reward loop read: the prompt as chat messages, data_source, and
+    reward_model with its ground_truth."""
+    import pyarrow as pa
+
+    problems: list[tuple[str, str, str]] = []
     if prompt_key not in schema.names:
         problems.append(("error", f"no column {prompt_key!r} (columns: {', '.join(schema.names)})",
                          "set the prompt column with --override data.prompt_key=<column>, or convert the data"))
-    else:
-        kind = schema.field(prompt_key).type
-        is_messages = (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_struct(kind.value_type) \
-            and {"role", "content"} <= {f.name for f in kind.value_type}
-        if not is_messages:
-            problems.append(("error", f"column {prompt_key!r} is {kind}, not a list of {{role, content}} messages",
-                             "convert prompts to chat messages: [{'role': 'user', 'content': ...}]"))
+    elif not _is_messages(schema.field(prompt_key).type):
+        problems.append(("error", f"column {prompt_key!r} is {schema.field(prompt_key).type}, not a list of "
+                         "{role, content} messages", "convert prompts to chat messages: [{'role': 'user', 'content': ...}]"))
     if "data_source" not in schema.names:
         problems.append(("error", "no column 'data_source' (it selects the reward function)",
                          "add data_source (e.g. 'math_dapo'), or set custom_reward_function.path"))
@@ -64,13 +76,15 @@ def inspect_parquet(path: str, prompt_key: str) -> tuple[dict, list[tuple[str, s
         if not (pa.types.is_struct(kind) and "ground_truth" in {f.name for f in kind}):
             problems.append(("error", f"column 'reward_model' is {kind}, without ground_truth",
                              "make reward_model a struct with a ground_truth field"))
-    if not problems and handle.metadata.num_rows:
-        sample = handle.read_row_group(0, columns=[prompt_key, "data_source"]).slice(0, SAMPLE_ROWS).to_pylist()
-        empty = [i for i, row in enumerate(sample) if not row[prompt_key] or not row["data_source"]]
-        if empty:
-            problems.append(("warning", f"row(s) {empty} have an empty prompt or data_source", "check the conversion"))
-        facts["data_sources"] = sorted({row["data_source"] for row in sample if row["data_source"]})
-    return facts, problems
+    return problems
+
+
+def _is_messages(kind) -> bool:
+    """A list of structs with role and content (what verl's chat template reads)."""
+    import pyarrow as pa
+
+    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and pa.types.is_struct(kind.value_type) \
+        and {"role", "content"} <= {f.name for f in kind.value_type}
 
 
 def probe_dataset_candidates(context: Context) -> Area:

@@ -20,6 +20,7 @@ from verl_deploy.preflight import accelerators, containers, datasets, host, mode
 from verl_deploy.preflight.commands import ContainerRunner, Runner
 from verl_deploy.preflight.context import SEARCH_ROOTS, Context
 from verl_deploy.preflight.report import Area, finding_dict
+from verl_deploy.profiles import Profile, profile_for
 from verl_deploy.spec import RunSpec
 
 ORDER = ("accelerators", "ascend", "software", "stack", "docker", "models", "datasets", "network", "ray", "disk", "swanlab",
@@ -102,40 +103,55 @@ def _pick(candidates: list[str], default: str, hints: tuple[str, ...]) -> str | 
 
 def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, Any]) -> dict[str, Any]:
     """Values for the fields the user left at their defaults, from what the probes found."""
-    from verl_deploy.profiles import Profile, profile_for
+    found = _from_accelerators(context, areas["accelerators"].data)
+    found.update(_from_network(context, areas["network"].data))
+    found.update(_from_files(context, areas))
+    verl = versions.get("verl")
+    if verl and verl != "present" and not context.given("verl_version"):
+        version = software.release(verl)
+        if isinstance(profile_for(version), Profile):  # a release this tool plans (else the default stays)
+            found["verl_version"] = version
+    return found
 
-    spec, found = context.spec, {}
-    accel = areas["accelerators"].data
-    if accel.get("devices"):
-        if not context.given("device") and accel.get("kind"):
-            found["device"] = accel["kind"]
-        if not context.given("devices"):
-            usable = [d["id"] for d in accel["devices"] if d["health"].upper() == "OK" and not d["busy"]]
-            found["devices"] = usable or [d["id"] for d in accel["devices"]]
-        found.update(_device_memory(context, accel["devices"]))
-        if accel.get("kind") == "npu" and not context.given("npu_type"):
-            # A3 (Atlas 800T A3) shows two chips per NPU; an A2 (910B) one
-            found["npu_type"] = "a3" if any(d.get("chip") == 1 for d in accel["devices"]) else "a2"
-    network = areas["network"].data
+
+def _from_accelerators(context: Context, accel: Mapping[str, Any]) -> dict[str, Any]:
+    """The device kind, the usable device ids (healthy and free, else all), their memory and name, A2 or A3."""
+    found: dict[str, Any] = {}
+    if not accel.get("devices"):
+        return found
+    if not context.given("device") and accel.get("kind"):
+        found["device"] = accel["kind"]
+    if not context.given("devices"):
+        usable = [d["id"] for d in accel["devices"] if d["health"].upper() == "OK" and not d["busy"]]
+        found["devices"] = usable or [d["id"] for d in accel["devices"]]
+    found.update(_device_memory(context, accel["devices"]))
+    if accel.get("kind") == "npu" and not context.given("npu_type"):
+        # A3 (Atlas 800T A3) shows two chips per NPU; an A2 (910B) one
+        found["npu_type"] = "a3" if any(d.get("chip") == 1 for d in accel["devices"]) else "a2"
+    return found
+
+
+def _from_network(context: Context, network: Mapping[str, Any]) -> dict[str, Any]:
+    """The interface for HCCL/NCCL/GLOO and, on several nodes, this host's address as the head's."""
+    found: dict[str, Any] = {}
     if not context.given("socket_ifname") and network.get("suggested_ifname"):
         found["socket_ifname"] = network["suggested_ifname"]
-    if spec.nnodes > 1 and not context.given("master_addr") and network.get("suggested_master_addr"):
+    if context.spec.nnodes > 1 and not context.given("master_addr") and network.get("suggested_master_addr"):
         found["master_addr"] = network["suggested_master_addr"]
-    if not context.given("model_path") and not context.runner.exists(spec.model_path):
-        pick = _pick(areas["models"].data.get("candidates", []), spec.model_path, ("qwen3-8b", "qwen"))
-        if pick:
-            found["model_path"] = pick
-    candidates = areas["datasets"].data.get("candidates", [])
-    for name, hints in (("train_file", ("dapo", "train")), ("test_file", ("aime", "test", "val"))):
+    return found
+
+
+def _from_files(context: Context, areas: Mapping[str, Area]) -> dict[str, Any]:
+    """A model directory and train/test parquet files found on this host, where the default path is absent."""
+    spec, found = context.spec, {}
+    wanted = (("model_path", areas["models"].data.get("candidates", []), ("qwen3-8b", "qwen")),
+              ("train_file", areas["datasets"].data.get("candidates", []), ("dapo", "train")),
+              ("test_file", areas["datasets"].data.get("candidates", []), ("aime", "test", "val")))
+    for name, candidates, hints in wanted:
         if not context.given(name) and not context.runner.exists(getattr(spec, name)):
             pick = _pick(candidates, getattr(spec, name), hints)
             if pick:
                 found[name] = pick
-    verl = versions.get("verl")
-    if verl and verl != "present" and not context.given("verl_version"):
-        version = software.release(verl)
-        if isinstance(profile_for(version), Profile):
-            found["verl_version"] = version
     return found
 
 

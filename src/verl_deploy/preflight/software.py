@@ -7,6 +7,8 @@ import re
 
 from verl_deploy.preflight.context import Context
 from verl_deploy.preflight.report import Area
+from verl_deploy.profiles import Profile, profile_for
+from verl_deploy.spec import RunSpec
 
 # Distribution names; the snippet falls back to "importable, version unknown" for source trees on PYTHONPATH.
 PACKAGES = {
@@ -91,42 +93,56 @@ def probe_ascend(context: Context) -> Area:
 
 def probe_packages(context: Context, versions: dict[str, str | None], problem: str | None) -> Area:
     """torch / torch_npu / vllm / vllm-ascend / MindSpeed / Megatron / verl versions, and whether they fit."""
-    from verl_deploy.profiles import Profile, profile_for
-
     area = Area("software", "Python packages")
     area.data = {"versions": versions}
     if problem:
         area.warning("python3", f"{problem} ({context.runner.where})", "run the check where training runs (--container NAME)")
         return area
-    spec = context.spec
     for key in PACKAGES:
         value = versions.get(key)
         if value:
             area.ok(key, value)
-    verl = versions.get("verl")
+    _judge_verl(area, context, versions.get("verl"))
+    _judge_torch_npu(area, context.spec, versions)
+    _judge_engine_and_framework(area, context, versions)
+    return area
+
+
+def _judge_verl(area: Area, context: Context, verl: str | None) -> None:
+    """verl installed, and of the release the plan targets (an error when --verl-version asked for another)."""
+    spec = context.spec
     if not verl:
         area.warning("verl", f"not installed ({context.runner.where})",
                      "run in a verl image, or pip install verl; the scripts expect it in --run-dir")
-    elif verl != "present":
-        installed, target = profile_for(release(verl)), profile_for(spec.verl_version)
-        if isinstance(installed, Profile) and isinstance(target, Profile) and installed.name != target.name:
-            level = area.error if context.given("verl_version") else area.warning
-            level("verl version", f"verl {verl} is installed but the plan targets {spec.verl_version}",
-                  f"pass --verl-version {release(verl)}")
+        return
+    if verl == "present":
+        return
+    installed, target = profile_for(release(verl)), profile_for(spec.verl_version)
+    if isinstance(installed, Profile) and isinstance(target, Profile) and installed.name != target.name:
+        level = area.error if context.given("verl_version") else area.warning
+        level("verl version", f"verl {verl} is installed but the plan targets {spec.verl_version}",
+              f"pass --verl-version {release(verl)}")
+
+
+def _judge_torch_npu(area: Area, spec: RunSpec, versions: dict[str, str | None]) -> None:
+    """On NPU torch needs torch_npu, of the same minor release."""
     torch, torch_npu = versions.get("torch"), versions.get("torch_npu")
     if spec.device == "npu" and torch and not torch_npu:
         area.error("torch_npu", "torch is installed without torch_npu", "install the torch_npu matching torch, or use a verl Ascend image")
     if torch and torch_npu and torch != "present" and torch_npu != "present" and \
             release(torch).rsplit(".", 1)[0] != release(torch_npu).rsplit(".", 1)[0]:
         area.warning("torch_npu", f"torch {torch} with torch_npu {torch_npu}", "use the torch_npu release made for this torch")
-    engine = spec.rollout_engine
-    if engine == "vllm" and not versions.get("vllm"):
-        area.warning("vllm", f"not installed ({context.runner.where})", "the rollout needs vllm (and vllm-ascend on NPU)")
-    if engine == "vllm" and spec.device == "npu" and versions.get("vllm") and not versions.get("vllm_ascend"):
+
+
+def _judge_engine_and_framework(area: Area, context: Context, versions: dict[str, str | None]) -> None:
+    """The rollout engine (vllm, with vllm-ascend on NPU) and Megatron (with MindSpeed on NPU) importable."""
+    spec, where = context.spec, context.runner.where
+    if spec.rollout_engine == "vllm" and not versions.get("vllm"):
+        area.warning("vllm", f"not installed ({where})", "the rollout needs vllm (and vllm-ascend on NPU)")
+    if spec.rollout_engine == "vllm" and spec.device == "npu" and versions.get("vllm") and not versions.get("vllm_ascend"):
         area.error("vllm_ascend", "vllm is installed without vllm-ascend", "install vllm-ascend matching vllm")
     if spec.framework == "megatron" and not versions.get("megatron"):
-        area.warning("megatron", f"megatron.core not importable ({context.runner.where})",
+        area.warning("megatron", f"megatron.core not importable ({where})",
                      "install megatron-core, or put Megatron-LM on PYTHONPATH (verl images: /Megatron-LM)")
     if spec.framework == "megatron" and spec.device == "npu" and not versions.get("mindspeed"):
         area.warning("mindspeed", "MindSpeed not importable", "install MindSpeed (verl Ascend images: /MindSpeed)")
-    return area

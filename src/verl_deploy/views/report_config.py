@@ -9,16 +9,12 @@ which holds every change recovery made); the superseded fields come from that at
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-UNSET = "—"
+from verl_deploy.spec import SECRET_FIELDS, RunSpec
+from verl_deploy.views.spec_rows import SECTIONS, UNSET, shown_value
 
 
 def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[str, list[tuple[str, str, str]]]]:
     """[(section title, [(field, value, source)])] for a record's spec; [] when it no longer validates."""
-    from verl_deploy.cli.views import SECTIONS, shown_value
-    from verl_deploy.spec import RunSpec
-
     data = dict(spec_data)
     sources = data.pop("sources", {}) or {}
     data.pop("swanlab_api_key", None)  # never stored; the record says only whether SwanLab was on
@@ -26,14 +22,13 @@ def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[s
         spec = RunSpec(**data, sources=sources)
     except Exception:  # noqa: BLE001 - a record from another version: the raw rows below instead
         return []
-    prepared = SimpleNamespace(spec=spec, plan=SimpleNamespace(superseded=dict(superseded or {})))
     sections = []
     for title, names in SECTIONS:
         rows = []
         for name in names:
-            if name == "swanlab_api_key" or not hasattr(spec, name):
+            if name in SECRET_FIELDS:
                 continue
-            value, source = shown_value(prepared, name)  # type: ignore[arg-type]
+            value, source = shown_value(spec, name, superseded)
             if value in (UNSET, "", "False") and source == "default":
                 continue  # unset and nothing derived from it: not part of this run's configuration
             rows.append((name, value, source))

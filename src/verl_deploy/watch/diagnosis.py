@@ -113,6 +113,8 @@ def _phase(marks: list[PhaseMark], root: int) -> str | None:
 
 
 def diagnose(scanner: LogScanner) -> Diagnosis:
+    """What the log says: progress and metrics, and the root failure (the first fatal class, else the first
+    class seen) with its phase, cause, fix, whether a retry can help and the lines that show it."""
     state = scanner.finish()
     result = Diagnosis(step=state.step, total_steps=state.total_steps, metrics=dict(state.metrics),
                        swanlab_url=state.swanlab_url, last_checkpoint_step=state.last_checkpoint_step,
@@ -129,24 +131,12 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
         return "fatal" if any(e.signature.severity == "fatal" for e in counted[class_id]) else "warning"
 
     order = [c.id for c in scanner.table.classes if c.id in counted]
-    fatal = [c for c in order if severity(c) == "fatal"]
-    chosen = (fatal or order)[0]
+    chosen = ([c for c in order if severity(c) == "fatal"] or order)[0]
     failure = scanner.table.failure_class(chosen)
     entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
     hits = sorted((hit for e in entries for hit in e.hits), key=lambda h: h.line)
-    root = hits[0].line
-
-    retry_overrides = [e.signature.retryable for e in entries if e.signature.retryable is not None]
-    retryable = False if False in retry_overrides else (True if retry_overrides else failure.retryable)
-    notes = [e.signature.note for e in entries if e.signature.note]
-    guard = GUARDS.get(chosen)
-    if guard:
-        guarded, note = guard(hits)
-        if guarded is not None:
-            retryable = guarded
-            notes.append(note)
-
-    phase = _phase(scanner.marks_near.get(chosen, []), root) or failure.default_phase
+    retryable, notes = _retry_and_notes(chosen, failure.retryable, entries, hits)
+    phase = _phase(scanner.marks_near.get(chosen, []), hits[0].line) or failure.default_phase
     result.class_id, result.title, result.severity = chosen, failure.title, severity(chosen)
     result.phase, result.phase_label = phase, scanner.table.phase_label(phase)
     result.cause = " ".join([failure.cause, *dict.fromkeys(notes)])
@@ -154,3 +144,19 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     result.lines = hits[:LINES_SHOWN]
     result.secondary = [c for c in order if c != chosen]
     return result
+
+
+def _retry_and_notes(chosen: str, class_retryable: bool, entries: list[SignatureHits],
+                     hits: list) -> tuple[bool, list[str]]:
+    """Whether a retry can help (a signature's own say wins over its class's, a guard's over both), and the
+    signatures' and the guard's notes."""
+    retry_overrides = [e.signature.retryable for e in entries if e.signature.retryable is not None]
+    retryable = False if False in retry_overrides else (True if retry_overrides else class_retryable)
+    notes = [e.signature.note for e in entries if e.signature.note]
+    guard = GUARDS.get(chosen)
+    if guard:
+        guarded, note = guard(hits)
+        if guarded is not None:
+            retryable = guarded
+            notes.append(note)
+    return retryable, notes

@@ -31,23 +31,12 @@ class RunState:
     validation: dict = field(default_factory=dict)
 
     def apply(self, event: Event) -> None:
+        """What one event changes (events of other kinds change nothing here)."""
         if isinstance(event, Progress):
             self.step = max(self.step, event.step)
             self.total_steps = event.total
         elif isinstance(event, Metrics):
-            self.step = max(self.step, event.step)
-            for key, value in event.values.items():
-                if key in self.metrics or len(self.metrics) < MAX_METRIC_KEYS:
-                    self.metrics[key] = value
-            for key, value in event.values.items():
-                if key in MAIN_METRICS or key.startswith("val-core/"):
-                    self.history.setdefault(key, deque(maxlen=HISTORY)).append((event.step, value))
-            checked = {k: v for k, v in event.values.items() if k.startswith(VALIDATION_PREFIXES)}
-            if checked:
-                self.validation = {"step": event.step, "final": False, "metrics": _bounded(checked)}
-            step_time = event.values.get("timing_s/step")
-            if step_time is not None and math.isfinite(step_time) and step_time >= 0:  # an ETA from inf is no ETA
-                self.step_times.append(step_time)
+            self._metrics(event)
         elif isinstance(event, SwanLabLink):
             if self.swanlab_url is None or not event.local:
                 self.swanlab_url = event.url
@@ -56,14 +45,33 @@ class RunState:
         elif isinstance(event, TotalSteps):
             self.total_steps = self.total_steps or event.total
         elif isinstance(event, FinalValidation):
-            if event.continued and not self.validation.get("final"):
-                return  # the wrapped dict of `Initial validation metrics` (its step:0 line has the values)
-            metrics = dict(self.validation.get("metrics", {})) if event.continued else {}
-            metrics.update(event.values)
-            self.validation = {"step": self.step, "final": True, "metrics": _bounded(metrics)}
+            self._final_validation(event)
         elif isinstance(event, Resumed):
             self.resumed_from_step = event.step
             self.step = max(self.step, event.step)
+
+    def _metrics(self, event: Metrics) -> None:
+        """A step's metrics: the last values (bounded), the main ones' history, validation, the step time."""
+        self.step = max(self.step, event.step)
+        for key, value in event.values.items():
+            if key in self.metrics or len(self.metrics) < MAX_METRIC_KEYS:
+                self.metrics[key] = value
+        for key, value in event.values.items():
+            if key in MAIN_METRICS or key.startswith("val-core/"):
+                self.history.setdefault(key, deque(maxlen=HISTORY)).append((event.step, value))
+        checked = {k: v for k, v in event.values.items() if k.startswith(VALIDATION_PREFIXES)}
+        if checked:
+            self.validation = {"step": event.step, "final": False, "metrics": _bounded(checked)}
+        step_time = event.values.get("timing_s/step")
+        if step_time is not None and math.isfinite(step_time) and step_time >= 0:  # an ETA from inf is no ETA
+            self.step_times.append(step_time)
+
+    def _final_validation(self, event: FinalValidation) -> None:
+        if event.continued and not self.validation.get("final"):
+            return  # the wrapped dict of `Initial validation metrics` (its step:0 line has the values)
+        metrics = dict(self.validation.get("metrics", {})) if event.continued else {}
+        metrics.update(event.values)
+        self.validation = {"step": self.step, "final": True, "metrics": _bounded(metrics)}
 
     @property
     def validation_metrics(self) -> dict[str, float]:

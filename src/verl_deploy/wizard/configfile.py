@@ -1,10 +1,10 @@
 """The YAML config `init` writes: one commented line per field, readable and reloadable.
 
-A new file: values are dumped one at a time by PyYAML so quoting is always right; comments are
-the help text of the matching command-line flag. An existing file is updated in place with
-ruamel.yaml's round-trip mode (PyYAML drops comments, so it cannot): the user's comments, order,
-spelling (`verl-version`) and every field init did not ask about stay as written; only the
-answers that changed are replaced. Secrets are never written here.
+A new file: values are dumped one at a time by PyYAML so quoting is always right; its sections and
+comments (the help of the field's flag) come from the fields' declarations in spec.py. An existing
+file is updated in place with ruamel.yaml's round-trip mode (PyYAML drops comments, so it cannot):
+the user's comments, order, spelling (`verl-version`) and every field init did not ask about stay as
+written; only the answers that changed are replaced. Secrets are never written here.
 """
 
 from __future__ import annotations
@@ -17,23 +17,15 @@ from typing import Any, Mapping
 
 import yaml
 
-SECRET_FIELDS = {"swanlab_api_key"}
-GROUPS = [
-    ("hardware", ("nnodes", "master_addr", "device", "devices", "socket_ifname")),
-    ("container", ("container", "image", "http_proxy", "https_proxy")),
-    ("paths", ("model_path", "train_file", "test_file", "ckpts_dir")),
-    ("run", ("mode", "framework", "verl_version", "trainer_gpus", "rollout_gpus")),
-    ("swanlab", ("swanlab", "swanlab_host", "swanlab_mode", "swanlab_workspace", "swanlab_log_dir", "project_name")),
-    ("features", ("mask", "features", "no_default_features")),
-    ("hyper-parameters", ("train_steps", "batch_size", "lr", "train_tp", "train_pp", "n_resp_per_prompt",
-                          "max_prompt_length", "max_response_length")),
-]
+from verl_deploy.spec import DECLARED, SECRET_FIELDS, listing
+
+# the file's sections, in this order; which fields each holds is declared on the fields (spec.py `config=`)
+SECTIONS = ("hardware", "container", "paths", "run", "swanlab", "features", "hyper-parameters")
 
 
 def _help() -> dict[str, str]:
-    from verl_deploy.cli.options import SPEC_OPTIONS
-
-    return {name: getattr(option, "help", "") or "" for name, _, option in SPEC_OPTIONS}
+    """Each field's comment: the help of its flag."""
+    return {name: meta.help for name, meta in DECLARED.items()}
 
 
 def _scalar(value: Any) -> str:
@@ -48,7 +40,7 @@ def render_config(values: Mapping[str, Any]) -> str:
              "# override what is here. The SwanLab API key is not stored here (SWANLAB_API_KEY, or the 0600 key file).",
              ""]
     written = set()
-    for title, names in GROUPS:
+    for title, names in listing("config", SECTIONS):
         present = [n for n in names if n in values and values[n] is not None and n not in SECRET_FIELDS]
         if not present:
             continue

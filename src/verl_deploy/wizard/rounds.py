@@ -3,24 +3,44 @@
 Every answer is checked where it is typed (a TP that does not divide the devices is refused at
 the prompt with the reason), so the config written at the end resolves. Values that come from
 the environment are not asked again (seed 000: environment > config file > prompt).
+
+The proxy, SwanLab and hyper-parameter rounds ask the fields declared in them (spec.py `round=`,
+`ask=`), in their declared order: a field with a question of its own has a method in ASKED_BY, the
+others are plain text checked against the field's limits. The basics, container and features rounds
+ask questions that depend on each other, so they are written out.
 """
 
 from __future__ import annotations
 
 import os
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import questionary
 
 from verl_deploy import features as registry
+from verl_deploy.profiles.modes import modes_of
 from verl_deploy.secrets import load_swanlab_key, mask_secret
-from verl_deploy.spec import RunSpec, parse_devices
+from verl_deploy.spec import DECLARED, SPLIT_MODES, RunSpec, listing, parse_devices
+from verl_deploy.verl_release import checkout_version
 
 ENTER_PATH = "enter a path…"
 NEW_CONTAINER = "create a new container"
 NO_CONTAINER = "no container: run on this host"
 ENTER_IMAGE = "enter an image…"
+ROUND_TITLES = {"proxy": "Round 3/6 — proxy (empty for none)", "swanlab": "Round 4/6 — SwanLab",
+                "hyper-parameters": "Round 6/6 — hyper-parameters"}
+# the fields each generic round asks, in order (spec.py `round=`)
+ROUND_FIELDS = dict(listing("round", tuple(ROUND_TITLES)))
+MODE_CHOICES = {
+    "dapo": "colocated DAPO (trainer and rollout share the devices)",
+    "one-step-off": "one-step-off-policy (separate trainer and rollout devices)",
+    "colocate-async": "colocate-async: V1 trainer, rollout runs ahead on the shared devices (verl 0.9.0+)",
+    "separate-async": "separate-async: V1 trainer and a rollout pool on their own devices (verl 0.9.0+)",
+    "fully-async": "fully-async: rollout and training fully apart, bounded staleness (verl.experimental, 0.7.1+)",
+}
+END_ROUND = object()  # an asker's answer that ends its round (SwanLab off: nothing more to ask)
 
 
 class Cancelled(Exception):
@@ -89,8 +109,6 @@ class Wizard:
             return
         if self._undetected("verl_dir"):
             self._text("verl checkout on this host (empty: none, the image's /verl)", "verl_dir", _verl_dir)
-        from verl_deploy.verl_release import checkout_version
-
         read = checkout_version(self.value("verl_dir")) if self.value("verl_dir") else None
         if read:
             self.say(f"  verl_version = {read} (read from {self.value('verl_dir')})")
@@ -120,16 +138,7 @@ class Wizard:
         data = self.found.get("datasets", {}).get("candidates", [])
         self._path("Training data (parquet)", "train_file", data)
         self._path("Test data (parquet)", "test_file", data)
-        mode = ask(questionary.select("Mode", default=self.value("mode"), choices=[
-            questionary.Choice("colocated DAPO (trainer and rollout share the devices)", "dapo"),
-            questionary.Choice("one-step-off-policy (separate trainer and rollout devices)", "one-step-off")]))
-        self.answers["mode"] = mode
-        if mode == "one-step-off":
-            total = len(self.value("devices"))
-            self._text("Trainer devices", "trainer_gpus", _int_between(1, total - 1), int)
-            rest = total - self.answers["trainer_gpus"]
-            self._text("Rollout devices", "rollout_gpus", _int_between(1, rest, f"trainer + rollout <= {total} devices"),
-                       int, default=min(self.value("rollout_gpus"), rest))
+        self._mode()
         if self.from_env("framework"):
             self.say(f"  framework = {self.spec.framework} (from {self.spec.sources['framework']})")
         else:
@@ -138,6 +147,25 @@ class Wizard:
         # asked after mode and framework: the derived directory names them (…-fsdp-npu, …-megatron-gpu)
         self._text("Checkpoint directory", "ckpts_dir", lambda t: bool(t.strip()) or "a directory is needed",
                    default=self.spec.ckpts_dir or self.with_answers().effective_ckpts_dir)
+
+    def _mode(self) -> None:
+        """The modes the chosen verl release has (profiles/modes.py); a split mode then asks the device split."""
+        total = len(self.value("devices"))
+        offered = [mode for mode in modes_of(self.release()) if total > 1 or mode not in SPLIT_MODES]
+        current = self.value("mode") if self.value("mode") in offered else "dapo"
+        mode = ask(questionary.select("Mode", default=current, choices=[
+            questionary.Choice(MODE_CHOICES[name], name) for name in offered]))
+        self.answers["mode"] = mode
+        if mode in SPLIT_MODES:  # the trainer and the rollout each own part of this node's devices
+            self._text("Trainer devices", "trainer_gpus", _int_between(1, total - 1), int)
+            rest = total - self.value("trainer_gpus")
+            self._text("Rollout devices", "rollout_gpus", _int_between(1, rest, f"trainer + rollout <= {total} devices"),
+                       int, default=min(self.value("rollout_gpus"), rest))
+
+    def release(self) -> str:
+        """The verl release the run will use: read from the checkout answered, else the spec's (or the answer)."""
+        read = checkout_version(self.value("verl_dir")) if self.value("verl_dir") else None
+        return read or str(self.value("verl_version"))
 
     def with_answers(self) -> RunSpec:
         """The spec as answered so far (for values derived from several answers)."""
@@ -171,32 +199,80 @@ class Wizard:
         return True
 
     def proxy(self) -> None:
-        self.say("Round 3/6 — proxy (empty for none)")
-        self._text("http_proxy", "http_proxy", default=self.spec.http_proxy or "")
-        self._text("https_proxy", "https_proxy", default=self.spec.https_proxy or self.answers.get("http_proxy") or "")
+        self.ask_round("proxy")
 
     def swanlab(self) -> None:
-        self.say("Round 4/6 — SwanLab")
-        on = ask(questionary.confirm("Log to SwanLab?", default=bool(self.spec.swanlab_on)))
+        self.ask_round("swanlab")
+
+    def ask_round(self, name: str) -> None:
+        """One generic round: its fields in their declared order, each by its own question or as plain text."""
+        self.say(ROUND_TITLES[name])
+        for field_name in ROUND_FIELDS[name]:
+            asker = ASKED_BY.get(field_name)
+            if (asker(self) if asker else self._plain(field_name)) is END_ROUND:
+                return
+
+    def _plain(self, name: str) -> Any:
+        """A field's declared question, checked against the field's declared limits."""
+        validate, convert = _limits(name)
+        return self._text(DECLARED[name].ask or name, name, validate, convert)
+
+    # -- the questions of their own (ASKED_BY) ----------------------------------------------------
+
+    def _https_proxy(self) -> Any:
+        default = self.spec.https_proxy or self.answers.get("http_proxy") or ""
+        return self._text(DECLARED["https_proxy"].ask or "", "https_proxy", default=default)
+
+    def _swanlab_on(self) -> Any:
+        on = ask(questionary.confirm(DECLARED["swanlab"].ask or "", default=bool(self.spec.swanlab_on)))
         self.answers["swanlab"] = on
-        if not on:
-            return
-        self._text("SwanLab host (e.g. http://10.0.0.1:8000)", "swanlab_host",
-                   lambda t: t.strip().startswith(("http://", "https://")) or "a URL starting with http:// or https://")
+        return None if on else END_ROUND
+
+    def _swanlab_host(self) -> Any:
+        return self._text(DECLARED["swanlab_host"].ask or "", "swanlab_host", lambda t: t.strip().startswith(
+            ("http://", "https://")) or "a URL starting with http:// or https://")
+
+    def _swanlab_key(self) -> None:
         if self.from_env("swanlab_api_key"):
             self.say("  API key from SWANLAB_API_KEY")
         elif _saved_key():
             self.say("  API key: the remembered one (" + mask_secret(_saved_key() or "") + ")")
         else:
-            self.swanlab_key = ask(questionary.password("SwanLab API key (hidden)",
-                                                        validate=lambda t: bool(t.strip()) or "the key is required")).strip()
+            self.swanlab_key = ask(questionary.password(
+                DECLARED["swanlab_api_key"].ask or "", validate=lambda t: bool(t.strip()) or "the key is required")).strip()
+
+    def _swanlab_mode(self) -> None:
         if not self.from_env("swanlab_mode"):
-            self.answers["swanlab_mode"] = ask(questionary.select("SwanLab mode", choices=["cloud", "local"],
+            self.answers["swanlab_mode"] = ask(questionary.select(DECLARED["swanlab_mode"].ask or "",
+                                                                  choices=["cloud", "local"],
                                                                   default=self.value("swanlab_mode")))
-        self._text("Workspace", "swanlab_workspace")
-        self._text("Log directory", "swanlab_log_dir",
-                   default=self.value("swanlab_log_dir") or f"{str(self.value('run_dir')).rstrip('/')}/swanlog")
-        self._text("Project name", "project_name")
+
+    def _swanlab_log_dir(self) -> Any:
+        return self._text(DECLARED["swanlab_log_dir"].ask or "", "swanlab_log_dir",
+                          default=self.value("swanlab_log_dir") or f"{str(self.value('run_dir')).rstrip('/')}/swanlog")
+
+    def _trainer_devices(self) -> int:
+        return self.value("trainer_gpus") if self.value("mode") in SPLIT_MODES else len(self.value("devices"))
+
+    def _train_tp(self) -> Any:
+        if self.value("framework") == "fsdp":  # FSDP shards the model: no training TP/PP, only the rollout's TP
+            return None
+        return self._text(DECLARED["train_tp"].ask or "", "train_tp", _divides(self._trainer_devices(), "TP"), int)
+
+    def _train_pp(self) -> Any:
+        if self.value("framework") == "fsdp":
+            return None
+        devices, tp = self._trainer_devices(), self.value("train_tp")
+        if self.value("mode") in SPLIT_MODES:  # the trainer's own devices: a PP that no longer divides them starts at 1
+            self.answers["train_pp"] = self.value("train_pp") if devices % (tp * self.value("train_pp")) == 0 else 1
+        return self._text(DECLARED["train_pp"].ask or "", "train_pp", _divides(devices, "TP x PP", tp), int)
+
+    def _gen_tp(self) -> Any:
+        if self.value("framework") != "fsdp":  # Megatron: the rollout's TP follows the training's
+            return None
+        rollout = self.value("rollout_gpus") if self.value("mode") in SPLIT_MODES else self._trainer_devices()
+        return self._text(DECLARED["gen_tp"].ask or "", "gen_tp", _divides(rollout, "rollout TP", whose="rollout"), int,
+                          default=self.with_answers().rollout_tp)
 
     def features(self) -> None:
         self.say("Round 5/6 — features")
@@ -213,24 +289,9 @@ class Wizard:
             self.answers.update(mask=None, features=[], no_default_features=False)
             return
         if how == "mask":
-            def toolbar() -> str:
-                text = questionary_buffer_text()
-                return decode_mask(text, framework, device)
-
-            mask = ask(questionary.text("Mask (leftmost = bit 0)", default=self.spec.mask or "1100000",
-                                        validate=lambda t: not registry.parse_mask(t)[1]
-                                        or registry.parse_mask(t)[1][0].message, rprompt=toolbar))
-            self.answers.update(mask=mask.strip(), features=[], no_default_features=False)
+            self.answers.update(mask=self._mask(framework, device), features=[], no_default_features=False)
         else:
-            states, _ = registry.resolve(framework=framework, device=device, mask=self.spec.mask,
-                                         user_features=self.spec.features,
-                                         no_default_features=self.spec.no_default_features)
-            on = {s.name for s in states if s.on}
-            choices = [questionary.Choice(f"{f.name} — {f.description}", f.name, checked=f.name in on)
-                       for f in registry.REGISTRY if f.applies_to(framework, device)]
-            picked = ask(questionary.checkbox("Features (space to toggle, enter to accept)", choices=choices))
-            chosen = [f.name if f.name in picked else f"-{f.name}" for f in registry.REGISTRY
-                      if f.applies_to(framework, device)]
+            chosen = self._checklist(before, framework, device)
             self.answers.update(mask=None, features=chosen, no_default_features=False)
         states, findings = registry.resolve(framework=framework, device=device, mask=self.answers["mask"],
                                             user_features=self.answers["features"])
@@ -242,30 +303,26 @@ class Wizard:
             self.say(f"  note: {finding.message}")
         self.say("  on: " + (", ".join(s.name for s in states if s.on) or "none"))
 
-    def hyper_parameters(self) -> None:
-        self.say("Round 6/6 — hyper-parameters")
-        self._text("Training steps", "train_steps", _int_at_least(1), int)
-        self._text("Batch size (prompts per step)", "batch_size", _int_at_least(1), int)
-        self._text("Learning rate", "lr", _float_positive, float)
-        devices = self.value("trainer_gpus") if self.value("mode") == "one-step-off" else len(self.value("devices"))
-        if self.value("framework") == "fsdp":  # FSDP shards the model: no training TP/PP, only the rollout's TP
-            rollout = self.value("rollout_gpus") if self.value("mode") == "one-step-off" else devices
-            self._text("Rollout tensor parallel (vLLM TP)", "gen_tp", _divides(rollout, "rollout TP", whose="rollout"), int,
-                       default=self.with_answers().rollout_tp)
-        else:
-            self._megatron_layout(devices)
-        self._text("Responses per prompt", "n_resp_per_prompt", _int_at_least(1), int)
-        self._text("Max prompt length", "max_prompt_length", _int_at_least(16), int)
-        self._text("Max response length", "max_response_length", _int_at_least(16), int)
+    def _mask(self, framework: str, device: str) -> str:
+        """A 7-bit mask, decoded beside the prompt as it is typed."""
+        def toolbar() -> str:
+            return decode_mask(questionary_buffer_text(), framework, device)
 
-    def _megatron_layout(self, devices: int) -> None:
-        self._text("Tensor parallel (TP)", "train_tp", _divides(devices, "TP"), int)
-        tp = self.value("train_tp")
-        if self.value("mode") == "one-step-off":
-            self.answers["train_pp"] = self.value("train_pp") if devices % (tp * self.value("train_pp")) == 0 else 1
-            self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
-        else:
-            self._text("Pipeline parallel (PP)", "train_pp", _divides(devices, "TP x PP", tp), int)
+        mask = ask(questionary.text("Mask (leftmost = bit 0)", default=self.spec.mask or "1100000",
+                                    validate=lambda t: not registry.parse_mask(t)[1]
+                                    or registry.parse_mask(t)[1][0].message, rprompt=toolbar))
+        return mask.strip()
+
+    def _checklist(self, states: list, framework: str, device: str) -> list[str]:
+        """Every feature that applies here, checked as it is now: the answer names each one on or off."""
+        on = {s.name for s in states if s.on}
+        offered = [f for f in registry.REGISTRY if f.applies_to(framework, device)]
+        choices = [questionary.Choice(f"{f.name} — {f.description}", f.name, checked=f.name in on) for f in offered]
+        picked = ask(questionary.checkbox("Features (space to toggle, enter to accept)", choices=choices))
+        return [f.name if f.name in picked else f"-{f.name}" for f in offered]
+
+    def hyper_parameters(self) -> None:
+        self.ask_round("hyper-parameters")
 
     def run(self) -> dict[str, Any]:
         self.basics()
@@ -277,6 +334,27 @@ class Wizard:
         self.features()
         self.hyper_parameters()
         return self.answers
+
+
+# fields whose question is more than text checked against the field's limits
+ASKED_BY: dict[str, Callable[[Wizard], Any]] = {
+    "https_proxy": Wizard._https_proxy, "swanlab": Wizard._swanlab_on, "swanlab_host": Wizard._swanlab_host,
+    "swanlab_api_key": Wizard._swanlab_key, "swanlab_mode": Wizard._swanlab_mode,
+    "swanlab_log_dir": Wizard._swanlab_log_dir, "train_tp": Wizard._train_tp, "train_pp": Wizard._train_pp,
+    "gen_tp": Wizard._gen_tp,
+}
+
+
+def _limits(name: str) -> tuple[Callable[[str], bool | str] | None, Callable[[str], Any]]:
+    """(validator, converter) of a plain question from the field's type and declared bounds (ge / gt)."""
+    info = RunSpec.model_fields[name]
+    bounds = {type(m).__name__: m for m in info.metadata}
+    kinds = typing.get_args(info.annotation) or (info.annotation,)
+    if int in kinds:
+        return _int_at_least(getattr(bounds.get("Ge"), "ge", 0)), int
+    if float in kinds and getattr(bounds.get("Gt"), "gt", None) == 0:
+        return _float_positive, float
+    return None, str
 
 
 # -- validators (True or the reason, shown at the prompt) ------------------------------------------
