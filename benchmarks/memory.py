@@ -113,7 +113,10 @@ def _recompute(row: dict, framework: str, features: list[str]) -> list[str]:
     if "gradient_checkpointing=True" in ckpt and framework == "fsdp":
         features.append("gradient_checkpointing")
     elif "recompute selective" in ckpt and framework == "megatron":
-        return [f"+{A}actor.megatron.override_transformer_config.recompute_granularity=selective"]
+        tc = f"{A}actor.megatron.override_transformer_config."
+        modules = re.search(r"\[([\w, ]+)\]", ckpt)  # the modules the script names (else verl's default)
+        return [f"+{tc}recompute_granularity=selective"] + (
+            [f"{tc}recompute_modules=[{modules.group(1).replace(' ', '')}]"] if modules else [])
     elif "recompute" in ckpt and framework == "megatron":
         features.append("recompute")
         parts = re.search(r"full/(\w+)/(\d+)", ckpt)
