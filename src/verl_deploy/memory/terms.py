@@ -118,20 +118,54 @@ def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
 
 # ---- tokens per micro-batch -------------------------------------------------------------------
 
+SRC_DYNAMIC = (VERL + "utils/seqlen_balancing.py:348 rearrange_micro_batches (micro-batches = ceil(rank tokens / "
+               "(max_token_len_per_gpu x SP or CP)), at most one per sequence, rounded up to a multiple of the "
+               "pipeline's microbatch group with VPP; sequences balanced over them by Karmarkar-Karp, so before 0.9.1 a "
+               "micro-batch may pass the budget; 0.9.1 adds micro-batches until none does), workers/engine/utils.py:111; "
+               "the update cuts each mini-batch (ppo_mini_batch_size x n / DP sequences), log-prob the rank's whole "
+               "batch (engine_workers.py infer_batch)")
+HARD_TOKEN_LIMIT = (0, 9, 1)  # the release whose rearrange_micro_batches keeps every micro-batch within the budget
+
+
+def rank_sequences(s: Setup, *, log_prob: bool) -> int:
+    """Sequences one DP rank cuts into micro-batches: its share of a mini-batch for the update, of the whole batch
+    for log-prob."""
+    batch = s.batch_size if log_prob else s.mini_batch_size
+    return max(1, -(-batch * s.n_resp // max(1, s.dp)))
+
+
+def dynamic_micro_batches(s: Setup, sequences: int, seq: int, budget: int) -> tuple[int, int]:
+    """(micro-batches, sequences in the largest) verl's rearrange_micro_batches makes of a rank's sequences, all
+    seq tokens long (then its balanced partition puts ceil(sequences / micro-batches) in the largest)."""
+    from verl_deploy.verl_release import release_numbers
+
+    cap = max(1, budget * (s.sp if s.framework == "fsdp" else s.cp))
+    step = s.pp if s.framework == "megatron" and s.vpp and s.vpp > 1 else 1
+    count = min(sequences, max(1, -(-sequences * seq // cap)))
+    count = min(sequences, -(-count // step) * step)
+    if release_numbers(s.verl_version) >= HARD_TOKEN_LIMIT:
+        while -(-sequences // count) * seq > cap and count < sequences:
+            count = min(sequences, count + step)
+    return count, -(-sequences // count)
+
+
 def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
-    """Tokens one device holds in one forward: the dynamic-batch budget, or micro-batch x length."""
+    """Tokens one device holds in one forward: with dynamic batching the rank's sequences balanced over the
+    micro-batches its token budget asks for (never more than the budget, and only what the rank gets), else
+    micro-batch x length; all at this step's prompt + response length."""
     seq = s.prompt_len + s.response_len
     split = s.sp if s.framework == "fsdp" else s.cp
+    sequences = rank_sequences(s, log_prob=log_prob)
     dynamic = s.log_prob_dynamic_bsz if log_prob else s.dynamic_bsz
-    # the responses of one mini-batch spread over the DP ranks bound any micro-batch
-    per_rank = max(1, s.mini_batch_size * s.n_resp * seq // max(1, s.dp * split))
     if dynamic:
         budget = s.log_prob_max_token_len if log_prob else s.max_token_len
-        # a sequence longer than the budget is not split: it is one micro-batch on its own
-        tokens = max(budget, -(-seq // split))
-        return min(tokens, per_rank), f"dynamic-batch budget {budget} tokens"
+        count, per_micro = dynamic_micro_batches(s, sequences, seq, budget)
+        return (max(1, per_micro * seq // split),
+                f"dynamic-batch budget {budget} tokens: the rank's {sequences} sequences of {seq} tokens in {count} "
+                f"micro-batch(es) of at most {per_micro}" + (f" / {split}" if split > 1 else ""))
     micro = s.log_prob_micro_batch if log_prob else s.micro_batch
-    return min(micro * seq // split, per_rank), f"micro-batch {micro} x {seq} tokens" + (f" / {split}" if split > 1 else "")
+    return (max(1, min(micro, sequences) * seq // split),
+            f"micro-batch {min(micro, sequences)} x {seq} tokens" + (f" / {split}" if split > 1 else ""))
 
 
 # ---- activations and logits -------------------------------------------------------------------
