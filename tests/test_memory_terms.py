@@ -119,10 +119,11 @@ def test_megatron_moe_terms_with_expert_parallel(tmp_path):
     assert terms.kv_per_token(m, s).bytes == 48 * 4 * 128 * 2 * 2 / 4
     moe_layer = 2 * (5 * 2048 + 2 * 4096 + 2 * 512 + 4 * 8 * 768 + 2 * 8 * 2048)  # top-8 experts + token permutation
     assert terms.layer_activation_bytes(m) == moe_layer  # the HF model FSDP trains
-    # Megatron: each of the 8 copies of a token keeps its permuted input and expert output (4h), all-gathered over
-    # ETP 4 after the all-to-all (token_dispatcher.py:696), fc1 + SwiGLU at moe_intermediate (6 x 768 over ETP x ETP);
+    # Megatron: each of the 8 copies of a token keeps its permuted input (fc1's input, 2h; not its expert output: the
+    # experts apply the routing probs, experts.py:628-745, and unpermute needs no tokens), all-gathered over ETP 4
+    # after the all-to-all (token_dispatcher.py:696), fc1 + SwiGLU at moe_intermediate (6 x 768 over ETP x ETP);
     # the router's fp32 logits and probs (8 x 128); the rest as a dense layer; all / TP 4
-    routed = 8 * (4 * 4 * 2048 + 6 * 768)
+    routed = 8 * (4 * 2 * 2048 + 6 * 768)
     assert terms.megatron_layer_bytes(m, s) == (4 * 2048 + 4 * 4096 + 4 * 512 + 4 * 2048 + routed + 8 * 128) // 4
 
 

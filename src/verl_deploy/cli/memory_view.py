@@ -58,14 +58,16 @@ def _lengths_line(estimate, everything: bool) -> str | None:
     if lengths is None:
         return None
     if lengths.budget_bound:
-        return ("[dim]responses: dynamic batching packs each micro-batch to its token budget, so the peak above holds "
-                "whatever the response lengths[/]") if everything else None
+        return ("[dim]responses: dynamic batching cuts the rank's share into micro-batches near its token budget "
+                "already at the typical lengths, so the peak above holds whatever the response lengths[/]"
+                if everything else None)
     line = (f"responses: typical step ({lengths.typical_response_len}-token responses, {lengths.typical_prompt_len}-token "
             f"prompts) {lengths.typical_peak_gb:.1f} GiB, worst step (all {lengths.max_response_len}) "
             f"{lengths.worst_peak_gb:.1f} GiB")
     if lengths.oom_response_len:
         line += (f"; [yellow]runs out of memory once a micro-batch's responses reach about {lengths.oom_response_len} "
-                 f"tokens[/] (turn dynamic_batch on, or add what 'would fit' names)")
+                 "tokens[/] (" + ("lower the token budget" if lengths.dynamic else "turn dynamic_batch on")
+                 + ", or add what 'would fit' names)")
     return line
 
 
@@ -76,7 +78,8 @@ def _verdict(estimate, prepared: Prepared) -> list[str]:
         lines = ["[green]fits[/]" + (" (with the features the estimate added)" if prepared.spec.estimate_features else "")
                  + (" at the typical step" if estimate.tolerated else "")]
         if estimate.tolerated:
-            lines.append("  the worst step needs: " + escape(", ".join(["dynamic_batch", *estimate.worst_needs])))
+            first = [] if estimate.lengths is not None and estimate.lengths.dynamic else ["dynamic_batch"]
+            lines.append("  the worst step needs: " + escape(", ".join([*first, *estimate.worst_needs])))
         return lines
     needs = ", ".join(estimate.needs) or "more devices"
     lines = [f"[bold red]does not fit[/]: {', '.join(estimate.over())}; would fit with: {escape(needs)}"]

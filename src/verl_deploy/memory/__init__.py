@@ -91,7 +91,7 @@ def _judge_lengths(estimate: MemoryEstimate, shape, setup: Setup, device) -> Non
         estimate.lengths = None
         return
     worst = estimate.worst_over()
-    if worst and estimate.lengths.typical_fits and not setup.dynamic_bsz:
+    if worst and estimate.lengths.typical_fits:
         estimate.tolerated = tuple(worst)
         estimate.worst_needs = find_needs(shape, setup, device)
 

@@ -150,8 +150,10 @@ class LengthOutlook:
     """The step at the response length a run typically reaches vs the worst step, and where it stops fitting.
 
     Fixed micro-batches hold micro x (prompt + response) tokens: a step with the typical response length
-    needs less than the worst one, where every response is at the maximum. Dynamic batching packs each
-    micro-batch up to its token budget, so its worst case is the budget whatever the responses are.
+    needs less than the worst one, where every response is at the maximum. Dynamic batching balances the
+    rank's sequences over as many micro-batches as its token budget asks for: once the rank's share exceeds
+    the budget the micro-batches stay near it whatever the responses are (``budget_bound``), below it they
+    hold the share, which grows with the responses like fixed micro-batches.
     """
     max_response_len: int
     typical_response_len: int
@@ -163,6 +165,7 @@ class LengthOutlook:
     budget_bound: bool  # dynamic batching: the budget, not the response length, sizes the training phases
     assumed: str  # where typical_response_len came from
     typical_prompt_len: int = 0  # the prompt length of the typical step (and of the bisection)
+    dynamic: bool = False  # dynamic batching is on (the worst step needs a smaller budget or a feature, not it)
 
     def to_dict(self) -> dict:
         return {"max_response_len": self.max_response_len, "typical_response_len": self.typical_response_len,
@@ -170,7 +173,7 @@ class LengthOutlook:
                 "typical_peak_gb": round(self.typical_peak_gb, 2), "typical_fits": self.typical_fits,
                 "worst_peak_gb": round(self.worst_peak_gb, 2), "worst_fits": self.worst_fits,
                 "oom_response_len": self.oom_response_len, "budget_bound": self.budget_bound,
-                "assumed": self.assumed}
+                "assumed": self.assumed, "dynamic": self.dynamic}
 
 
 TYPICAL_SHARE = 0.5  # of the maximum prompt and response lengths, when the spec does not say the expected response
@@ -213,8 +216,11 @@ def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlo
                 middle = (low + high) // 2
                 low, high = (middle, high) if at(middle).fits else (low, middle)
             oom = high
+    typical_setup = replace(s, prompt_len=prompt, response_len=typical_len)
+    bound = s.dynamic_bsz and (t.tokens_per_device(typical_setup, log_prob=False)[0]
+                               >= t.tokens_per_device(s, log_prob=False)[0])
     return LengthOutlook(s.response_len, typical_len, typical.peak_gb, typical.fits, worst.peak_gb, worst.fits, oom,
-                         s.dynamic_bsz, assumed, prompt)
+                         bound, assumed, prompt, s.dynamic_bsz)
 
 
 def host_gb_per_node(m: ModelShape, s: Setup) -> float:

@@ -133,7 +133,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
         log_prob["unsharded"] = t.fsdp_unsharded(m, s, training=False)
     log_prob["activations"] = t.forward_activations(m, s, tokens)
     log_prob["logits"] = t.logits(m, s, tokens, training=False, entropy=True)
-    log_prob["logits"] = replace(log_prob["logits"], formula=log_prob["logits"].formula + f"; {why}")
+    log_prob["logits"] = _cut(log_prob["logits"], why, s.log_prob_dynamic_bsz)
     log_prob.update(_engine_while_training(s, usable_gb))
     log_prob.update(_allowances(s, usable_gb, training=True))
     phases["log_prob"] = log_prob
@@ -157,7 +157,7 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     else:
         update["grad_buffer"] = t.gradients(m, s)
     act = t.activations(m, s, tokens)
-    update["activations"] = replace(act, formula=act.formula + f"; {why}")
+    update["activations"] = _cut(act, why, s.dynamic_bsz)
     update["logits"] = t.logits(m, s, tokens, training=True, entropy=s.entropy_in_update)
     dispatch = t.moe_dispatch_buffers(m, s, tokens)
     if dispatch.bytes:
@@ -170,14 +170,16 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
     return phases
 
 
+def _cut(term: t.Term, why: str, dynamic: bool) -> t.Term:
+    """A term sized by a micro-batch, with how the micro-batch was cut (and verl's code for it when dynamic)."""
+    return replace(term, formula=term.formula + f"; {why}",
+                   source=term.source + ("; " + t.SRC_DYNAMIC if dynamic else ""))
+
+
 def critic_tokens(s: Setup) -> int:
     """Tokens one device holds in one critic forward: its own token budget or micro-batch."""
-    seq = s.prompt_len + s.response_len
-    split = s.sp if s.framework == "fsdp" else s.cp
-    per_rank = max(1, s.mini_batch_size * s.n_resp * seq // max(1, s.dp * split))
-    if s.critic_dynamic_bsz:
-        return min(max(s.critic_max_token_len, -(-seq // split)), per_rank)
-    return min(s.critic_micro_batch * seq // split, per_rank)
+    return t.tokens_per_device(s.with_(dynamic_bsz=s.critic_dynamic_bsz, max_token_len=s.critic_max_token_len,
+                                       micro_batch=s.critic_micro_batch), log_prob=False)[0]
 
 
 def critic_phases(m: ModelShape, s: Setup, usable_gb: float) -> Phases:

@@ -77,6 +77,7 @@ class Setup:
     critic_gradient_checkpointing: bool = True
     fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
     expected_response_len: int | None = None  # the mean response length the run is expected to reach (spec field)
+    recompute_modules: tuple[str, ...] = ("core_attn",)  # Megatron's selective recompute: the modules it recomputes
 
     @property
     def world(self) -> int:
@@ -160,6 +161,14 @@ def _int(value: Any, default: int) -> int:
     return number
 
 
+def _modules(value: Any) -> tuple[str, ...]:
+    """recompute_modules as verl passes it (a list, or a Hydra list written as a string)."""
+    value = _parse(value)
+    if isinstance(value, str):
+        value = [v.strip(" '\"") for v in value.strip("[]").split(",") if v.strip(" '\"")]
+    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ("core_attn",)
+
+
 def _grad_offload(plan, read) -> bool:
     """Megatron's gradient buffer leaves the device with grad_offload; from verl 0.9, which has no such
     key, param_offload releases the gradients too (the profile knows which the version has)."""
@@ -237,6 +246,7 @@ def _memory_features(spec, plan, read) -> dict:
         # with recompute off these are the spec's, what turning it on (with_features) recomputes with
         recompute_method=(str(read("recompute_method")) if read("recompute_method") else spec.recompute_method),
         recompute_layers=_int(read("recompute_num_layers"), 0) or spec.recompute_num_layers,
+        recompute_modules=_modules(read("recompute_modules")),
         distributed_optimizer=_bool(read("use_distributed_optimizer"), True),
         optimizer_offload_fraction=min(1.0, max(0.0, _float(read("optimizer_offload_fraction"), 0.0)))
         if _bool(read("optimizer_cpu_offload"), False) else 0.0,

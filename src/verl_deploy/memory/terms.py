@@ -118,20 +118,54 @@ def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
 
 # ---- tokens per micro-batch -------------------------------------------------------------------
 
+SRC_DYNAMIC = (VERL + "utils/seqlen_balancing.py:348 rearrange_micro_batches (micro-batches = ceil(rank tokens / "
+               "(max_token_len_per_gpu x SP or CP)), at most one per sequence, rounded up to a multiple of the "
+               "pipeline's microbatch group with VPP; sequences balanced over them by Karmarkar-Karp, so before 0.9.1 a "
+               "micro-batch may pass the budget; 0.9.1 adds micro-batches until none does), workers/engine/utils.py:111; "
+               "the update cuts each mini-batch (ppo_mini_batch_size x n / DP sequences), log-prob the rank's whole "
+               "batch (engine_workers.py infer_batch)")
+HARD_TOKEN_LIMIT = (0, 9, 1)  # the release whose rearrange_micro_batches keeps every micro-batch within the budget
+
+
+def rank_sequences(s: Setup, *, log_prob: bool) -> int:
+    """Sequences one DP rank cuts into micro-batches: its share of a mini-batch for the update, of the whole batch
+    for log-prob."""
+    batch = s.batch_size if log_prob else s.mini_batch_size
+    return max(1, -(-batch * s.n_resp // max(1, s.dp)))
+
+
+def dynamic_micro_batches(s: Setup, sequences: int, seq: int, budget: int) -> tuple[int, int]:
+    """(micro-batches, sequences in the largest) verl's rearrange_micro_batches makes of a rank's sequences, all
+    seq tokens long (then its balanced partition puts ceil(sequences / micro-batches) in the largest)."""
+    from verl_deploy.verl_release import release_numbers
+
+    cap = max(1, budget * (s.sp if s.framework == "fsdp" else s.cp))
+    step = s.pp if s.framework == "megatron" and s.vpp and s.vpp > 1 else 1
+    count = min(sequences, max(1, -(-sequences * seq // cap)))
+    count = min(sequences, -(-count // step) * step)
+    if release_numbers(s.verl_version) >= HARD_TOKEN_LIMIT:
+        while -(-sequences // count) * seq > cap and count < sequences:
+            count = min(sequences, count + step)
+    return count, -(-sequences // count)
+
+
 def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
-    """Tokens one device holds in one forward: the dynamic-batch budget, or micro-batch x length."""
+    """Tokens one device holds in one forward: with dynamic batching the rank's sequences balanced over the
+    micro-batches its token budget asks for (never more than the budget, and only what the rank gets), else
+    micro-batch x length; all at this step's prompt + response length."""
     seq = s.prompt_len + s.response_len
     split = s.sp if s.framework == "fsdp" else s.cp
+    sequences = rank_sequences(s, log_prob=log_prob)
     dynamic = s.log_prob_dynamic_bsz if log_prob else s.dynamic_bsz
-    # the responses of one mini-batch spread over the DP ranks bound any micro-batch
-    per_rank = max(1, s.mini_batch_size * s.n_resp * seq // max(1, s.dp * split))
     if dynamic:
         budget = s.log_prob_max_token_len if log_prob else s.max_token_len
-        # a sequence longer than the budget is not split: it is one micro-batch on its own
-        tokens = max(budget, -(-seq // split))
-        return min(tokens, per_rank), f"dynamic-batch budget {budget} tokens"
+        count, per_micro = dynamic_micro_batches(s, sequences, seq, budget)
+        return (max(1, per_micro * seq // split),
+                f"dynamic-batch budget {budget} tokens: the rank's {sequences} sequences of {seq} tokens in {count} "
+                f"micro-batch(es) of at most {per_micro}" + (f" / {split}" if split > 1 else ""))
     micro = s.log_prob_micro_batch if log_prob else s.micro_batch
-    return min(micro * seq // split, per_rank), f"micro-batch {micro} x {seq} tokens" + (f" / {split}" if split > 1 else "")
+    return (max(1, min(micro, sequences) * seq // split),
+            f"micro-batch {min(micro, sequences)} x {seq} tokens" + (f" / {split}" if split > 1 else ""))
 
 
 # ---- activations and logits -------------------------------------------------------------------
@@ -154,27 +188,107 @@ def layer_activation_bytes(m: ModelShape) -> int:
     return 2 * width
 
 
-def megatron_layer_bytes(m: ModelShape, s: Setup) -> int:
+SRC_MOE_SAVES = (MCORE + "transformer/moe/experts.py:628-745 (TEGroupedMLP.forward multiplies the routing probs into the "
+                 "activation, fc1 keeps its input), transformer/moe/token_dispatcher.py:833 (the all-to-all combine "
+                 "unpermutes without probs), transformer/moe/moe_utils.py:289/380 (permute saves indices only; "
+                 "unpermute's scatter_add needs no tokens): a top-k copy keeps its permuted input, not its output")
+
+
+def _attention_saves(m: ModelShape) -> dict[str, float]:
+    """Per token and layer, bytes the attention block keeps: the qkv LayerNormLinear its input and norm output
+    (MLA: a separate input norm, its input and output), flash attention q, k, v and its output (the projection's
+    input)."""
+    h = m.hidden
+    return {"attn_norm_in": 2 * h, "attn_norm_out": 2 * h, "qkv": 2 * m.q_dim + 4 * m.kv_dim, "attn_out": 2 * m.q_dim}
+
+
+def _dense_mlp_saves(m: ModelShape) -> dict[str, float]:
+    """A dense MLP: fc1's LayerNormLinear input and norm output, fc1's output (gate and up) and SwiGLU's (fc2's input)."""
+    h, f = m.hidden, m.intermediate
+    return {"mlp_in": 2 * h, "mlp_norm_out": 2 * h, "fc1": 4 * f, "act": 2 * f}
+
+
+def _moe_saves(m: ModelShape, s: Setup) -> dict[str, float]:
+    """An MoE layer: the pre-MLP norm (TENorm: its input, and its output, which the router and shared experts keep),
+    per top-k copy its permuted input (fc1's input, all-gathered over ETP) and fc1 / SwiGLU at moe_intermediate,
+    the shared experts' fc1 and SwiGLU, the router's fp32 logits and probs."""
+    h, k, mi = m.hidden, m.experts_per_token, m.moe_intermediate
+    return {"moe_norm_in": 2 * h, "moe_norm_out": 2 * h, "routed_in": k * s.etp * 2 * h, "routed_fc1": k * 4 * mi,
+            "routed_act": k * 2 * mi, "shared": 6 * m.shared_expert_intermediate, "router": 8 * m.experts}
+
+
+# recompute_granularity selective: what each of recompute_modules drops from a layer's saved tensors (the rest stays)
+SELECTIVE_DROPS: dict[str, tuple[str, ...]] = {
+    "core_attn": (),  # TE flash attention: the checkpoint keeps q, k, v; the output is the projection's input anyway
+    "layernorm": ("attn_norm_out", "moe_norm_out"),  # only separate norms: MLA's input norm, MoE's pre-MLP norm
+    "mlp": ("mlp_norm_out", "fc1", "act"),  # dense MLPs only: the checkpoint keeps its input
+    "moe": ("routed_in", "routed_fc1", "routed_act", "shared", "router"),  # the MoE layer keeps its input
+    "moe_act": ("routed_act",),  # output-discarding checkpoint of the experts' activation
+    "shared_experts": ("shared",),
+    "mla_up_proj": ("qkv",),  # MLA: q, k, v after the up-projection and RoPE, rebuilt from the latents
+}
+SRC_SELECTIVE = (MCORE + "transformer/transformer_config.py:411 recompute_modules (default [core_attn]), "
+                 "transformer/transformer_layer.py:379-447 (layernorm only where the norm is not fused: "
+                 "gpt_layer_specs.py:265 MoE pre_mlp_layernorm, MLA input_layernorm; mlp only for dense layers), "
+                 "transformer/moe/moe_layer.py:432 (moe), moe/experts.py:737 (moe_act), "
+                 "multi_latent_attention.py:838 (mla_up_proj), attention.py:1134 (core_attn)")
+
+
+def _separate_norms(m: ModelShape) -> tuple[str, ...]:
+    """Norm outputs that are tensors of their own (the TE spec fuses the others into LayerNormLinear)."""
+    return ("attn_norm_out",) if m.kv_lora_rank else ()
+
+
+def selective_dropped(m: ModelShape, s: Setup, moe_layer: bool) -> set[str]:
+    """The saved parts selective recompute drops in one (MoE or dense) layer, from recompute_modules."""
+    if s.recompute != "selective":
+        return set()
+    dropped: set[str] = set()
+    for module in s.recompute_modules:
+        parts = set(SELECTIVE_DROPS.get(module, ()))
+        if module == "layernorm":
+            parts &= set(_separate_norms(m)) | ({"moe_norm_out"} if moe_layer else set())
+        if module == "mlp" and moe_layer:
+            parts = set()
+        if module == "mla_up_proj" and not m.kv_lora_rank:
+            parts = set()
+        dropped |= parts
+    return dropped
+
+
+def _layer_kinds(m: ModelShape, s: Setup) -> list[tuple[float, dict[str, float], bool]]:
+    """(share of the layers, the parts one token keeps, whether MoE) for each kind of layer."""
+    attention = _attention_saves(m)
+    dense = {**attention, **_dense_mlp_saves(m)}
+    if not m.is_moe:
+        return [(1.0, dense, False)]
+    share = m.moe_layers / m.layers
+    kinds = [(share, {**attention, **_moe_saves(m, s)}, True)]
+    return kinds + ([(1 - share, dense, False)] if share < 1 else [])
+
+
+def megatron_layer_bytes(m: ModelShape, s: Setup, *, dropped: bool = False) -> int:
     """Bytes one token of the sequence keeps for backward in one Megatron layer, on one rank.
 
-    What the layer's modules save: each TE LayerNormLinear its input and its norm output (2 x 2h, twice), flash
-    attention q, k, v and its output (2(q + 2 kv) + 2q; the output is the projection's input), the MLP's fc1
-    output (gate and up, 2 x 2f) and SwiGLU's output (2f, fc2's input). MoE: each of the top-k copies of a token
-    keeps its permuted input and its expert output (2h + 2h, the unpermute needs it for the router's gradient),
-    all-gathered over ETP, plus fc1/SwiGLU at moe_intermediate / ETP; the router's fp32 logits and probs. verl turns
-    sequence parallel on whenever TP > 1 (workers/config/engine.py:237), so every part is split over TP. For a
-    GeLU MLP this is Megatron's own sbh(18 + 4f/h) without its two dropout masks (verl's models have none)."""
-    h = m.hidden
-    attention = 4 * h + 4 * m.q_dim + 4 * m.kv_dim
-    if m.is_moe:
-        moe_share = m.moe_layers / m.layers
-        routed = m.experts_per_token * (s.etp * 4 * h + 6 * m.moe_intermediate)
-        moe = 4 * h + routed + 6 * m.shared_expert_intermediate + 8 * m.experts
-        dense = 4 * h + 6 * m.intermediate
-        mlp = moe_share * moe + (1 - moe_share) * dense
-    else:
-        mlp = 4 * h + 6 * m.intermediate
-    return int((attention + mlp) / s.tp)
+    The parts are _attention_saves, _dense_mlp_saves and _moe_saves (an MoE model's dense layers weighted by their
+    share). With selective recompute, ``dropped=False`` gives what stays (recompute_modules' parts removed) and
+    ``dropped=True`` what one layer rebuilds in the backward. verl turns sequence parallel on whenever TP > 1
+    (workers/config/engine.py:237), so every part is split over TP. For a GeLU MLP the whole is Megatron's own
+    sbh(18 + 4f/h) without its two dropout masks (verl's models have none)."""
+    total = 0.0
+    for share, parts, moe in _layer_kinds(m, s):
+        gone = selective_dropped(m, s, moe)
+        total += share * sum(v for k, v in parts.items() if (k in gone) == dropped)
+    return int(total / s.tp)
+
+
+def megatron_layer_peak_dropped(m: ModelShape, s: Setup) -> int:
+    """The largest per-token bytes one layer rebuilds when its selectively recomputed modules run again."""
+    most = 0.0
+    for _share, parts, moe in _layer_kinds(m, s):
+        gone = selective_dropped(m, s, moe)
+        most = max(most, sum(v for k, v in parts.items() if k in gone))
+    return int(most / s.tp)
 
 
 def _layers_per_stage(m: ModelShape, s: Setup) -> int:
@@ -223,7 +337,17 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
         stored_per_token = chunks * keep_rank
         working_layers = min(chunk, layers)
         how = f"{chunks} checkpointed chunks of {chunk} layers x {keep_rank:.0f} B"
-    else:  # none or selective (core_attn: flash attention keeps no score matrix either way)
+    elif s.recompute == "selective":  # each layer keeps what recompute_modules leave; one layer rebuilds the rest
+        stored_per_token = layers * full
+        working_layers = 0
+        rebuilt = megatron_layer_peak_dropped(m, s)
+        how = (f"{layers} layers x {full} B kept (selective: {', '.join(s.recompute_modules) or 'no modules'})"
+               + (f" + one layer's {rebuilt} B rebuilt" if rebuilt else ""))
+        return Term(tokens * (stored_per_token * pipeline_in_flight(s, tokens) + rebuilt),
+                    f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)",
+                    SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + "; " + SRC_SELECTIVE
+                    + ("; " + SRC_PP if s.pp > 1 else ""))
+    else:  # no recompute
         stored_per_token = layers * full
         working_layers = 0
         how = f"{layers} layers x {full} B"
@@ -234,12 +358,12 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
                if in_flight != 1 else "")
             + (f" + {working_layers} layer(s) recomputing" if working_layers else ""))
     return Term(tokens * stored_per_token * in_flight + working, text,
-                SRC_ACT_MCORE + ("; " + SRC_RECOMPUTE if s.recompute == "full" else "") + ("; " + SRC_PP if s.pp > 1 else ""))
+                SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + ("; " + SRC_RECOMPUTE if s.recompute == "full" else "") + ("; " + SRC_PP if s.pp > 1 else ""))
 
 
 def forward_activations(m: ModelShape, s: Setup, tokens: int) -> Term:
     """Forward without grad (log-prob): about two layers' worth alive at a time."""
-    full = layer_activation_bytes(m) if s.framework == "fsdp" else megatron_layer_bytes(m, s) * s.tp
+    full = layer_activation_bytes(m) if s.framework == "fsdp" else megatron_layer_bytes(m, s.with_(recompute=None)) * s.tp
     return Term(tokens * 2 * full / s.tp, f"{tokens} tokens x 2 layers x {full} B" + (f" / TP {s.tp}" if s.tp > 1 else ""),
                 "no_grad forward: a layer's input and output alive at once")
 

@@ -33,6 +33,7 @@ MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
     "recompute_granularity": (("", TC + "recompute_granularity"), None),
     "recompute_method": (("", TC + "recompute_method"), None),
     "recompute_num_layers": (("", TC + "recompute_num_layers"), None),
+    "recompute_modules": (("", TC + "recompute_modules"), ["core_attn"]),
     "expert_model_parallel_size": (("", MEG + "expert_model_parallel_size"), 1),
     "expert_tensor_parallel_size": (("", MEG + "expert_tensor_parallel_size"), None),
     "use_distributed_optimizer": (("", MEG + "use_distributed_optimizer"), True),
