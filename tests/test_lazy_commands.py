@@ -12,7 +12,7 @@ from conftest import run_cli
 ORDER = ["check", "init", "plan", "generate", "launch", "runs", "status", "logs", "stop", "resume", "report",
          "evidence", "diagnose", "bundle", "clean", "features", "verify-env", "import", "migrate", "container",
          "swanlab"]
-COMMAND_MODULES = ("_cmd", "run_cmds")
+COMMAND_MODULES = ("_cmd",)
 
 PROBE = """
 import sys
@@ -51,7 +51,7 @@ def test_a_subcommand_imports_its_own_module_and_no_other():
     assert "vpp" in out  # the command ran
     assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.features_cmd"]
     _, modules = modules_after("launch", "--help")
-    assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.run_cmds"]
+    assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.launch_cmd"]
 
 
 def test_each_listed_help_is_the_commands_own_first_line():

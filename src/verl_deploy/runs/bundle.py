@@ -126,7 +126,7 @@ def _evidence(writer: _Writer, record: RunRecord) -> None:
 def _check(record: RunRecord, timeout: float) -> dict:
     """`check` of the run's spec on this host now, as `check --json` prints it."""
     from verl_deploy.preflight.run import run_check
-    from verl_deploy.runs.control import spec_of
+    from verl_deploy.runs.attempts import spec_of
 
     spec = spec_of(record)
     return run_check(lambda detected: spec, timeout=timeout).as_dict()

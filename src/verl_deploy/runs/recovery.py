@@ -24,6 +24,7 @@ MIN_UTILIZATION = 0.3
 UTILIZATION_STEP = 0.1
 MAX_RESUBMITS = 3
 RESUBMIT_REASON = "resubmitted"  # the reason of an attempt that repeats one the scheduler ended
+RESUME_REASON = "resumed by `verl-deploy resume`"  # the retry budget counts again from such an attempt
 ADVICE = ("give each device less work: a smaller max_response_length or batch, more devices, or a larger "
           "TP/PP (--train-tp/--train-pp)")
 
@@ -50,7 +51,7 @@ def _states(spec: RunSpec) -> dict[str, bool]:
 def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before: list[str], *,
            scheduler: dict | None = None, resubmits_done: int = 0) -> Decision:
     """`retries_done`: recovery attempts so far; `added_before`: features this tool added last time;
-    `scheduler`: the scheduler's word on the ended attempt (backends.base scheduler_state)."""
+    `scheduler`: the scheduler's word on the ended attempt (Backend.scheduler_state)."""
     failure = diagnosis.class_id
     if scheduler and scheduler.get("resubmit"):
         what = f"{scheduler.get('state')}: {scheduler.get('cause') or scheduler.get('reason') or ''}".rstrip(": ")
