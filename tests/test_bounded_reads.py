@@ -167,7 +167,7 @@ def test_a_fifo_as_checkpoint_tracker_or_exit_file_never_blocks_the_supervisor(t
     (ckpts / "latest_checkpointed_iteration.txt").write_text("6\n")
     os.unlink(tmp_path / "exit_code")
     (tmp_path / "exit_code").write_text("3\n")
-    assert tracked_step(ckpts) == 6 and exit_code({"exit_file": str(tmp_path / "exit_code")}) == 3
+    assert tracked_step(ckpts) == 6 and exit_code(Handle(exit_file=str(tmp_path / "exit_code"))) == 3
 
 
 def test_diagnose_names_a_fifo_or_device_instead_of_calling_it_empty(dirs):

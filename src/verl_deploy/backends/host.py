@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from verl_deploy.backends.handle import Handle
-from verl_deploy.backends.protocol import BackendError, DetachedBackend, Say, Target
+from verl_deploy.backends.protocol import BackendError, DetachedBackend, Say, Target, Where
 from verl_deploy.findings import Finding
 
 if TYPE_CHECKING:
@@ -33,10 +33,8 @@ class HostBackend(DetachedBackend):
     def configure(cls, spec: RunSpec, target: Target) -> tuple[dict, list[Finding]]:
         return ({"reuse_ray": True} if target.reuse_ray else {}), []
 
-    def verify(self, plan: Plan) -> Any:
-        from verl_deploy.verify import verify_plan
-
-        return verify_plan(plan, container=self.container or None)
+    def where(self) -> Where:
+        return Where(container=self.container or None)
 
     def preflight(self, plan: Plan, *, verified: Any, probe_host: bool, allow_local_checkpoints: bool) -> list[Finding]:
         found: list[Finding] = []

@@ -2,7 +2,7 @@
 
 A backend is chosen once per run (backends/registry.py) and kept in the run record by its kind and
 options; everything after that asks it, never its kind. Before a launch it says what its options are
-and what blocks it (`configure`, `verify`, `preflight`); then it makes ready what starting needs
+and what blocks it (`configure`, `where` verl's validation runs, `preflight`); then it makes ready what starting needs
 (`prepare`, `login`), starts an attempt from its scripts (`extra_files`, `start`, `start_nodes`) and
 returns a `Handle`. The handle is all it needs later: `finished`/`alive`, `scheduler_state` (the
 scheduler's word), `explain_end` (an end the log does not explain), `check_stop`/`stop`/`end_nodes`,
@@ -49,6 +49,14 @@ class Target:
     scheduler: dict[str, Any] = field(default_factory=dict)  # the scheduler flags as given (None: not given)
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where the training will run, for a check that runs code there first (verl's own validation)."""
+
+    container: str | None = None  # in this container on this host (None, no address: on this host)
+    ray_address: str | None = None  # as a job on the Ray cluster of this job server
+
+
 class Backend(Protocol):
     kind: ClassVar[str]
     # True: the training runs on this host (or in a container on it) and on --nodes reached over SSH, so the
@@ -66,8 +74,8 @@ class Backend(Protocol):
         """The backend again from what the record keeps (spec None: a damaged record; stop still works)."""
         ...
 
-    def verify(self, plan: Plan) -> Any:
-        """verl's own validation where the training will run (verify.VerifyResult), or None where it cannot run."""
+    def where(self) -> Where | None:
+        """Where the training will run, for verl's own validation; None where nothing can run there first."""
         ...
 
     def preflight(self, plan: Plan, *, verified: Any, probe_host: bool, allow_local_checkpoints: bool) -> list[Finding]:
@@ -134,7 +142,7 @@ class DetachedBackend:
     def configure(cls, spec: RunSpec, target: Target) -> tuple[dict, list[Finding]]:
         return {}, []
 
-    def verify(self, plan: Plan) -> Any:
+    def where(self) -> Where | None:
         return None
 
     def preflight(self, plan: Plan, *, verified: Any, probe_host: bool, allow_local_checkpoints: bool) -> list[Finding]:

@@ -15,17 +15,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from verl_deploy import rayauth
 from verl_deploy.backends.handle import Handle
 from verl_deploy.backends.process import start_detached
-from verl_deploy.backends.protocol import ScheduledBackend, Target
+from verl_deploy.backends.protocol import ScheduledBackend, Target, Where
 from verl_deploy.findings import Finding, error
 from verl_deploy.profiles.trackers import TRACKERS
 
 if TYPE_CHECKING:
-    from verl_deploy.compiler import Plan
     from verl_deploy.spec import RunSpec
 
 SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV,
@@ -92,10 +91,8 @@ class RayJobsBackend(ScheduledBackend):
     def from_options(cls, options: dict, spec: RunSpec | None, container: str | None, run_dir: str) -> "RayJobsBackend":
         return cls(options.get("address") or "", options.get("env"))  # "": refused before a launch, said there
 
-    def verify(self, plan: Plan) -> Any:
-        from verl_deploy.verify import verify_on_ray
-
-        return verify_on_ray(plan, self.address)
+    def where(self) -> Where:
+        return Where(ray_address=self.address)
 
     def start(self, scripts_dir: Path, attempt_dir: Path) -> Handle:
         submission_id = f"verl-deploy-{attempt_dir.parent.name}-{attempt_dir.name}"

@@ -20,7 +20,8 @@ from verl_deploy.findings import Finding, UserError, error, warning
 from verl_deploy.pipeline import Prepared
 from verl_deploy.runs.attempts import LaunchError
 from verl_deploy.runs.gate import invalid_notify
-from verl_deploy.runs.launch import LaunchOutcome, LaunchRequest, launch
+from verl_deploy.runs.launch import LaunchOutcome, launch
+from verl_deploy.runs.request import LaunchRequest
 from verl_deploy.runs.rehearse import RehearsalFailed
 
 LAUNCH_EPILOG = """\

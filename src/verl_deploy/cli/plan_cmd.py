@@ -129,7 +129,7 @@ def _check_all(options: dict, search_root, json_output: bool) -> None:
     from verl_deploy.cli.output import console, fail
     from verl_deploy.findings import UserError
     from verl_deploy.runs.gate import gather
-    from verl_deploy.runs.launch import LaunchRequest
+    from verl_deploy.runs.request import LaunchRequest
 
     try:
         flags, config_file = flags_from(options)

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
+from verl_deploy.backends.protocol import Where
 from verl_deploy.backends.registry import UnknownBackend, backend_class, choose, listed, runs_here
 from verl_deploy.findings import Finding, UserError, error, info, warning
+from verl_deploy.compiler import Plan
 from verl_deploy.pipeline import Prepared, prepare, prepare_spec
 from verl_deploy.runs.ckptlock import live_users
-
-if TYPE_CHECKING:
-    from verl_deploy.runs.launch import LaunchRequest
+from verl_deploy.runs.request import LaunchRequest
+from verl_deploy.verify import VerifyResult, findings_for, verify_on_ray, verify_plan
 
 
 @dataclass
@@ -145,15 +146,20 @@ def _backend_gates(request: LaunchRequest, prepared: Prepared, probe_host: bool,
     gate.backend_options, found = kind.configure(spec, request.target)
     gate.add(found)
     backend = kind.from_options(gate.backend_options, spec, spec.container, spec.run_dir)
-    if request.verify:
-        from verl_deploy.verify import findings_for
-
-        gate.verified = backend.verify(plan)
-        if gate.verified is not None:
-            gate.add(findings_for(gate.verified, plan, required=False))
+    where = backend.where()
+    if request.verify and where is not None:
+        gate.verified = _verify(plan, where)
+        gate.add(findings_for(gate.verified, plan, required=False))
     gate.add(backend.preflight(plan, verified=gate.verified, probe_host=probe_host,
                                allow_local_checkpoints=request.allow_local_checkpoints))
     return True
+
+
+def _verify(plan: Plan, where: Where) -> VerifyResult:
+    """verl's own validation where the training will run: as a job on its Ray cluster, in its container, or here."""
+    if where.ray_address is not None:
+        return verify_on_ray(plan, where.ray_address)
+    return verify_plan(plan, container=where.container)
 
 
 def invalid_notify(urls: list[str]) -> list[Finding]:

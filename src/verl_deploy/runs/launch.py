@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from verl_deploy.backends.protocol import Backend, BackendError, Target
+from verl_deploy.backends.protocol import Backend, BackendError
 from verl_deploy.findings import Finding
 from verl_deploy.pipeline import Prepared
 from verl_deploy.runs.attempts import LaunchError, backend_for, spec_data, start_attempt
@@ -24,35 +24,13 @@ from verl_deploy.runs.ckptlock import launch_lock, live_users
 from verl_deploy.runs.gate import Gate, gather
 from verl_deploy.runs.record import TERMINAL, RunRecord, new_run_id, reload
 from verl_deploy.runs.rehearse import Rehearsal, RehearsalFailed, rehearse
+from verl_deploy.runs.request import LaunchRequest
 from verl_deploy.runs.supervisor import spawn_supervisor
 from verl_deploy.spec import RunSpec
 
 Say = Callable[[str], None]
 # shown the compiled plan, what is asked (`launch (docker backend)`) and the warnings; returns to go on, or raises
 Confirm = Callable[[Prepared, str, list[Finding]], None]
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    """A launch as asked: where the spec comes from, where it runs, which checks, how it is watched."""
-
-    flags: dict[str, Any] = field(default_factory=dict)  # spec fields given as flags (the sources' flag layer)
-    config_file: Optional[str] = None
-    ignore_detected: bool = False
-    backend: str = "auto"  # a kind of backends/registry.py, or auto
-    target: Target = field(default_factory=Target)  # the Ray job server, --job-env, --reuse-ray, scheduler flags
-    check: bool = True  # the host check first (--skip-check: not)
-    search_roots: Optional[tuple[str, ...]] = None
-    estimate: bool = True  # the first attempt gets the memory features the estimate says it needs
-    verify: bool = True  # verl's own validation where the training runs
-    force: bool = False  # even though a live run uses the checkpoint directory
-    allow_local_checkpoints: bool = False
-    notify: tuple[str, ...] = ()
-    stall_seconds: float = 600.0
-    start_timeout: float = 180.0
-    rehearse: bool = False
-    rehearse_only: bool = False
-    dry_run: bool = False  # the gates only: nothing is confirmed, written or started
 
 
 @dataclass
