@@ -1,12 +1,12 @@
 """What an attempt left running after a crash, found by what was recorded when it started, never by name.
 
 Three marks tell an attempt's processes from everyone else's, each written down at start:
-- its environment: the wrapper (backends/base.py) runs the training with VD_LOG=<the attempt's own
+- its environment: the wrapper (backends/process.py) runs the training with VD_LOG=<the attempt's own
   log path>, which every descendant inherits, also those that left the process group (`ray start`'s
   daemons, Ray workers, a vLLM/SGLang server, a process that called setsid);
 - its Ray: the session directory and temp dir its start_verl.sh printed and the handle kept
   (backends/rayprocs.py): GCS, raylet, dashboard, workers name it on their command line;
-- its process group, while its leader is the recorded one (start time and pgid, base.recorded_alive).
+- its process group, while its leader is the recorded one (start time and pgid, process.recorded_alive).
 
 A process is ended only when one of those marks is its own. For each one freed: pid, command,
 which mark, and the device files (NPU/GPU) it held.
