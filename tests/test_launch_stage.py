@@ -21,7 +21,8 @@ def counting(spec, profile):
     compiled.append(spec.train_steps)
     return real(spec, profile)
 pipeline.compile_plan = counting
-atexit.register(lambda: open(sys.argv[1], "w").write(str(len(compiled))))
+counted = sys.argv[1]
+atexit.register(lambda: open(counted, "w").write(str(len(compiled))))
 from verl_deploy.cli import main
 sys.argv = ["verl-deploy", *sys.argv[2:]]
 main()
@@ -33,6 +34,7 @@ def launch_counting(trainer, tmp: Path, *extra: str) -> tuple[subprocess.Complet
     result = subprocess.run([sys.executable, "-c", COUNTING, str(count), "launch", *trainer["args"], *extra],
                             capture_output=True, text=True, timeout=240,
                             env={**os.environ, **trainer["env"], "COLUMNS": "200"})
+    assert count.is_file(), result.stderr[-3000:]
     return result, int(count.read_text())
 
 
