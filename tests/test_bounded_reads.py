@@ -55,7 +55,7 @@ def test_a_run_record_nested_too_deep_is_damaged_everywhere_and_stop_still_ends_
     directory = dirs["state"] / "runs" / RUN
     (directory / "attempt-1").mkdir(parents=True)
     (directory / "run.json").write_text('{"id":"%s","metrics":%s}' % (RUN, DEEP))
-    from verl_deploy.backends.base import process_identity
+    from verl_deploy.backends.process import process_identity
 
     training = subprocess.Popen(["sleep", "300"], start_new_session=True)  # stands in for the attempt's process group
     try:
@@ -153,7 +153,8 @@ def test_config_files_that_are_fifos_devices_directories_or_nested_too_deep_are_
 @pytest.mark.timeout(30)
 def test_a_fifo_as_checkpoint_tracker_or_exit_file_never_blocks_the_supervisor(tmp_path):
     """The supervisor polls these files; a FIFO (no writer) in their place used to block it for good."""
-    from verl_deploy.backends.base import exit_code
+    from verl_deploy.backends.handle import Handle
+    from verl_deploy.backends.process import exit_code
     from verl_deploy.runs.checkpoints import tracked_step
 
     ckpts = tmp_path / "ckpts"
@@ -161,12 +162,12 @@ def test_a_fifo_as_checkpoint_tracker_or_exit_file_never_blocks_the_supervisor(t
     os.mkfifo(ckpts / "latest_checkpointed_iteration.txt")
     os.mkfifo(tmp_path / "exit_code")
     assert tracked_step(ckpts) is None
-    assert exit_code({"exit_file": str(tmp_path / "exit_code")}) is None
+    assert exit_code(Handle(exit_file=str(tmp_path / "exit_code"))) is None
     os.unlink(ckpts / "latest_checkpointed_iteration.txt")
     (ckpts / "latest_checkpointed_iteration.txt").write_text("6\n")
     os.unlink(tmp_path / "exit_code")
     (tmp_path / "exit_code").write_text("3\n")
-    assert tracked_step(ckpts) == 6 and exit_code({"exit_file": str(tmp_path / "exit_code")}) == 3
+    assert tracked_step(ckpts) == 6 and exit_code(Handle(exit_file=str(tmp_path / "exit_code"))) == 3
 
 
 def test_diagnose_names_a_fifo_or_device_instead_of_calling_it_empty(dirs):

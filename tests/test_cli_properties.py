@@ -229,7 +229,7 @@ class _Environ:
 
 def record_as_the_supervisor_writes_it(log: Path, run_id: str) -> None:
     """Follow the log with the supervisor's own reader and scanner, then publish and diagnose as it does."""
-    from verl_deploy.runs.control import _failure_dict, _publish
+    from verl_deploy.runs.follow import failure_dict, publish
     from verl_deploy.runs.record import Attempt, RunRecord
     from verl_deploy.watch.diagnosis import diagnose
     from verl_deploy.watch.follow import LogFollower
@@ -243,9 +243,9 @@ def record_as_the_supervisor_writes_it(log: Path, run_id: str) -> None:
         scanner.feed(block)
         block = follower.read_block(limit=65536)
     scanner.feed(follower.take_partial())
-    _publish(record, scanner, follower.offset)
+    publish(record, scanner, follower.offset)
     verdict = diagnose(scanner)
-    record.failure = _failure_dict(verdict)
+    record.failure = failure_dict(verdict)
     record.state = "failed" if verdict.failed else "succeeded"
     record.save()
 

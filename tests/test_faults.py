@@ -45,7 +45,7 @@ def test_launch_trains_exactly_the_spec_the_check_checked(trainer):
 
 
 def test_damaged_records_are_one_line_and_stop_still_ends_the_training(trainer):
-    from verl_deploy.backends.base import _group_alive
+    from verl_deploy.backends.process import _group_alive
 
     good = json.loads(launch(trainer, "--follow", "--json").stdout)
     assert good["state"] == "succeeded"

@@ -179,7 +179,7 @@ def test_the_container_start_and_stop_commands_keep_a_hostile_run_dir_inert(tmp_
     import signal
     import time
 
-    from verl_deploy.backends.container import end_group_in, start_command
+    from verl_deploy.backends.docker import end_group_in, start_command
 
     remote = tmp_path / ("run" + hostile.replace("/", "_")) / "verl-deploy-runs" / "r1" / "attempt-1"
     remote.mkdir(parents=True)
@@ -203,7 +203,7 @@ def test_the_container_start_and_stop_commands_keep_a_hostile_run_dir_inert(tmp_
 
 
 def test_the_container_stop_leaves_a_process_that_took_the_recorded_pid(tmp_path):
-    from verl_deploy.backends.container import end_group_in
+    from verl_deploy.backends.docker import end_group_in
 
     remote = tmp_path / "attempt-1"
     remote.mkdir()

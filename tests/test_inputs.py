@@ -195,7 +195,7 @@ def test_container_create_refuses_injected_names_before_docker_runs(tmp_path, ar
 
 
 def test_docker_gets_the_image_after_double_dash_and_the_name_attached():
-    from verl_deploy.backends.docker import run_argv
+    from verl_deploy.backends.container_setup import run_argv
     from verl_deploy.sources import resolve
 
     spec = resolve(flags={"container": "verl-npu"}, environ={})

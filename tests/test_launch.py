@@ -103,7 +103,7 @@ def test_the_oom_ladder_ends_in_success_after_two_retries_resuming_each_time(tra
 def test_an_oom_whose_driver_hangs_is_stopped_after_a_short_grace_and_recovered(trainer):
     """Ray's driver can wait on a dead worker for minutes: after control.ACT_NOW_GRACE the supervisor ends
     the attempt itself (not after the 120 s given other fatal errors) and recovery goes on."""
-    from verl_deploy.runs.control import ACT_NOW_GRACE, GRACE_AFTER_FATAL
+    from verl_deploy.runs.follow import ACT_NOW_GRACE, GRACE_AFTER_FATAL
 
     started = time.monotonic()
     result = launch(trainer, "--follow", "--json", env={"STANDIN_FAIL": "device_oom", "STANDIN_FAIL_STEP": "3",
@@ -169,7 +169,7 @@ def test_a_stall_is_noticed(trainer):
     assert stopped.returncode == 0
     final = wait_for(trainer, run["id"], lambda d: d["state"] == "stopped", timeout=30)
     training = json.loads(record_path.read_text())["attempts"][0]["handle"]["pid"]
-    from verl_deploy.backends.base import _group_alive
+    from verl_deploy.backends.process import _group_alive
 
     assert not _group_alive(training)  # nothing of the training left running
     assert final["state"] == "stopped"
@@ -231,7 +231,8 @@ def test_a_swanlab_key_piped_on_stdin_is_read_once_and_reaches_the_run(trainer):
 def test_stop_never_signals_a_process_that_took_the_recorded_pid(trainer):
     """The run's processes die (kill -9); its pid slot is then held by an unrelated process group of this user
     (pid reuse cannot be forced: the record is pointed at one). `stop` leaves that process alive and says why."""
-    from verl_deploy.backends.base import _group_alive, process_identity, stop_group, stranger
+    from verl_deploy.backends.handle import Handle
+    from verl_deploy.backends.process import _group_alive, process_identity, stop_group, stranger
 
     result = launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "1.2"})
     run = json.loads(result.stdout)
@@ -260,10 +261,10 @@ def test_stop_never_signals_a_process_that_took_the_recorded_pid(trainer):
         final = json.loads(path.read_text())
         assert final["state"] == "stopped" and final["attempts"][-1]["ended"]
         # an older record without an identity is matched on its spawn time: a later process is refused too
-        legacy = {"pid": other.pid, "spawned": time.time() - 3600}
+        legacy = Handle.from_dict({"pid": other.pid, "spawned": time.time() - 3600})
         assert stranger(legacy) is not None and stop_group(legacy, grace=0.5) is not None and other.poll() is None
         # and the process itself, with its own identity, is stopped: the check refuses strangers only
-        own = {"pid": other.pid, "identity": process_identity(other.pid)}
+        own = Handle(pid=other.pid, identity=process_identity(other.pid))
         assert stop_group(own, grace=2) is None
         assert other.wait(timeout=10) == -signal.SIGTERM
     finally:

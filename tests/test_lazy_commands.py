@@ -4,6 +4,7 @@ is the commands' own first docstring lines, in the order a user meets them."""
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 
@@ -12,7 +13,8 @@ from conftest import run_cli
 ORDER = ["check", "init", "plan", "generate", "launch", "runs", "status", "logs", "stop", "resume", "report",
          "evidence", "diagnose", "bundle", "clean", "features", "verify-env", "import", "migrate", "container",
          "swanlab"]
-COMMAND_MODULES = ("_cmd", "run_cmds")
+COMMAND_MODULES = ("_cmd",)
+TREE = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}  # the package under test, also in the probes
 
 PROBE = """
 import sys
@@ -28,7 +30,8 @@ print("MODULES", *sorted(m for m in sys.modules if m.startswith("verl_deploy.cli
 
 def modules_after(*args: str) -> tuple[str, list[str]]:
     result = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=120,
-                            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "VERL_DEPLOY_STATE_DIR": "/nonexistent"})
+                            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", "VERL_DEPLOY_STATE_DIR": "/nonexistent",
+                                 **TREE})
     out, _, modules = result.stdout.rpartition("MODULES")
     return out, modules.split()
 
@@ -51,7 +54,7 @@ def test_a_subcommand_imports_its_own_module_and_no_other():
     assert "vpp" in out  # the command ran
     assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.features_cmd"]
     _, modules = modules_after("launch", "--help")
-    assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.run_cmds"]
+    assert [m for m in modules if m.endswith(COMMAND_MODULES)] == ["verl_deploy.cli.launch_cmd"]
 
 
 def test_each_listed_help_is_the_commands_own_first_line():
@@ -74,7 +77,8 @@ def test_the_lazy_help_is_the_help_of_the_loaded_commands():
     eager = run_cli("--help")  # the real entry point; in-process tests may have imported every module already
     code = "import verl_deploy.cli as c, importlib\n[importlib.import_module(e.module) for e in c.COMMANDS.values()]\n"
     loaded = subprocess.run([sys.executable, "-c", code + PROBE, "--help"],
-                            capture_output=True, text=True, timeout=120, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+                            capture_output=True, text=True, timeout=120,
+                            env={"COLUMNS": "200", "PATH": "/usr/bin:/bin", **TREE})
     assert eager.returncode == 0
     assert lazy == loaded.stdout.rpartition("MODULES")[0]
     assert listed(eager.stdout) == ORDER

@@ -162,7 +162,7 @@ def test_a_user_mount_at_an_automatic_mount_path_replaces_it():
     """The model directory is mounted at its own path; a --mount there too would be a duplicate mount point."""
     import tempfile
 
-    from verl_deploy.backends.docker import run_argv
+    from verl_deploy.backends.container_setup import run_argv
     from verl_deploy.spec import RunSpec
 
     with tempfile.TemporaryDirectory() as model:

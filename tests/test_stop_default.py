@@ -26,7 +26,7 @@ def state(tmp_path: Path) -> dict:
 
 def live_run(state_dir: Path, run_id: str, state_name: str = "running") -> subprocess.Popen:
     """A run record as launch writes it, whose attempt is a real process group (a `sleep` stands in)."""
-    from verl_deploy.backends.base import process_identity
+    from verl_deploy.backends.process import process_identity
     from verl_deploy.runs.record import Attempt, RunRecord
 
     training = subprocess.Popen(["sleep", "300"], start_new_session=True)

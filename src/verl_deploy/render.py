@@ -87,7 +87,7 @@ def _arithmetic(expression: str) -> ShellText:
 def _directive(value: object) -> ShellText:
     """A value on an `#SBATCH` line: sbatch reads it, bash sees a comment, so it must be one plain token.
 
-    The scheduler options are validated to such tokens already (sched/options.py); this refuses
+    The scheduler options are validated to such tokens already (backends/scheduler_options.py); this refuses
     anything else at render time, so no value can end the comment line and start a command.
     """
     text = str(value)

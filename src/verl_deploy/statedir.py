@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from pathlib import Path
+from typing import Any
 
 
 class UnusableDir(Exception):
@@ -64,3 +67,25 @@ def config_dir() -> Path:
 def cache_dir() -> Path:
     """verl wheels and config indexes."""
     return user_dir("VERL_DEPLOY_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Temp file, fsync, rename: a reader sees the old or the new file, never a part; no temp file is left.
+
+    Run records and the small state files a backend's pump keeps (scheduler.json) are written this way.
+    """
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -18,14 +18,25 @@ import sys
 import time
 from pathlib import Path
 
-from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
+from typing import TYPE_CHECKING, ClassVar
+
+from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.process import start_detached
+from verl_deploy.backends.protocol import BackendError
+from verl_deploy.backends.scheduler_options import OptionsBackend, SchedulerOptions
+from verl_deploy.findings import Finding, error
+from verl_deploy.statedir import write_json
+
+if TYPE_CHECKING:
+    from verl_deploy.compiler import Plan
+    from verl_deploy.spec import RunSpec
 
 POLL_SECONDS = 2.0
 TERMINAL_DEPLOYMENT = ("Complete", "Failed", "ValidationFailed")
 TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
-class KubeError(Exception):
+class KubeError(BackendError):
     """One line for the user."""
 
 
@@ -63,22 +74,27 @@ def secret_manifest(name: str, namespace: str | None, key: str) -> str:
                        "stringData": {"api-key": key}})
 
 
-class KubeRayBackend(DetachedProcess):
-    name = "kuberay"
+class KubeRayBackend(OptionsBackend):
+    kind: ClassVar[str] = "kuberay"
 
-    def __init__(self, spec, options):
-        self.spec = spec
-        self.options = options  # SchedulerOptions
+    @classmethod
+    def check_cluster(cls, spec: RunSpec, options: SchedulerOptions) -> list[Finding]:
+        try:
+            problem = check_cluster(options.namespace)
+        except KubeError as exc:
+            problem = str(exc)
+        return [error("backend", problem, "see the README's KubeRay section")] if problem else []
 
-    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
+    def extra_files(self, plan: Plan, scripts_dir: Path) -> dict[str, str]:
+        from verl_deploy.backends.kuberay_manifest import render_rayjob
         from verl_deploy.render import render_scripts
-        from verl_deploy.sched.rayjob import render_rayjob
 
         run_training = render_scripts(plan)["run_training.sh"]  # the same text the set writes beside it
         return {"rayjob.yaml": render_rayjob(plan, self.options, run_training, job_name(scripts_dir.parent))}
 
-    def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
+    def start(self, scripts_dir: Path, attempt_dir: Path) -> Handle:
         namespace = self.options.namespace
+        assert self.spec is not None  # a run is started from its spec, never from a damaged record
         key = self.spec.swanlab_api_key
         if self.spec.swanlab_on and key is not None:
             made = kubectl(["apply", "-f", "-"], input=secret_manifest(self.options.swanlab_secret, namespace,
@@ -93,21 +109,17 @@ class KubeRayBackend(DetachedProcess):
         state_file = attempt_dir / "scheduler.json"
         handle = start_detached([sys.executable, "-m", "verl_deploy.backends.kuberay", name, namespace or "",
                                  str(state_file)], attempt_dir)
-        handle.update(rayjob=name, namespace=namespace, scheduler_file=str(state_file))
+        handle.rayjob, handle.namespace, handle.scheduler_file = name, namespace, str(state_file)
         return handle
 
-    def stop(self, handle: dict) -> None:
-        name, namespace = handle.get("rayjob"), handle.get("namespace")
+    def cancel(self, handle: Handle) -> None:
+        name, namespace = handle.rayjob, handle.namespace
         if name:
             try:
                 kubectl(["delete", "rayjob", name, "--ignore-not-found", "--wait=false"], namespace)
                 kubectl(["delete", "configmap", f"{name}-scripts", "--ignore-not-found", "--wait=false"], namespace)
             except KubeError:
                 pass
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
-            time.sleep(0.2)
-        stop_group(handle, grace=2)
 
 
 # -- the pump --------------------------------------------------------------------------------------------
@@ -141,8 +153,6 @@ def outcome(state: dict) -> dict:
 
 
 def pump(name: str, namespace: str, state_file: str) -> int:
-    from verl_deploy.runs.record import write_json
-
     ns = namespace or None
 
     def say(text: str) -> None:

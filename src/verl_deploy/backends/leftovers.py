@@ -1,12 +1,12 @@
 """What an attempt left running after a crash, found by what was recorded when it started, never by name.
 
 Three marks tell an attempt's processes from everyone else's, each written down at start:
-- its environment: the wrapper (backends/base.py) runs the training with VD_LOG=<the attempt's own
+- its environment: the wrapper (backends/process.py) runs the training with VD_LOG=<the attempt's own
   log path>, which every descendant inherits, also those that left the process group (`ray start`'s
   daemons, Ray workers, a vLLM/SGLang server, a process that called setsid);
 - its Ray: the session directory and temp dir its start_verl.sh printed and the handle kept
   (backends/rayprocs.py): GCS, raylet, dashboard, workers name it on their command line;
-- its process group, while its leader is the recorded one (start time and pgid, base.recorded_alive).
+- its process group, while its leader is the recorded one (start time and pgid, process.recorded_alive).
 
 A process is ended only when one of those marks is its own. For each one freed: pid, command,
 which mark, and the device files (NPU/GPU) it held.
@@ -17,11 +17,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import shlex
+import subprocess
 from dataclasses import dataclass, field
 
 import psutil
 
-from verl_deploy.backends.base import recorded_alive
+from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.process import recorded_alive
 from verl_deploy.backends.rayprocs import ray_processes, started_head, terminate
 
 # the device files an accelerator process holds open (Ascend: /dev/davinciN, NVIDIA: /dev/nvidiaN)
@@ -85,36 +87,51 @@ def _protected() -> set[int]:
     return keep
 
 
-def local_leftovers(handle: dict) -> list[tuple[psutil.Process, str]]:
+def local_leftovers(handle: Handle) -> list[tuple[psutil.Process, str]]:
     """The live processes on this host carrying one of the attempt's marks, with the mark."""
     found: dict[int, tuple[psutil.Process, str]] = {}
     keep = _protected()
-    log = handle.get("log")
-    if isinstance(log, str) and log:
-        entry = b"VD_LOG=" + os.fsencode(log)
-        for process in psutil.process_iter(["pid"]):
-            if process.pid not in keep and _environ_has(process.pid, entry):
-                found.setdefault(process.pid, (process, "environment"))
-    head = started_head(log) if isinstance(log, str) and log else None
-    session = head[1] if head else None
-    for where, mark in ((session, "ray session"), (handle.get("ray_temp_dir"), "ray temp dir")):
-        if not isinstance(where, str) or len(where) < 8:
-            continue
-        processes = ray_processes(where) if mark == "ray session" else _naming(where)
-        for process in processes:
+    for marked in (_by_environment(handle.log), _by_ray(handle), _by_group(handle)):
+        for process, mark in marked:
             if process.pid not in keep:
                 found.setdefault(process.pid, (process, mark))
-    pid = handle.get("pid")
-    # the group only while its recorded leader runs: once the leader and all members are gone the kernel may give
-    # the number to a stranger's new group (their descendants still carry the environment mark)
-    if isinstance(pid, int) and pid > 1 and recorded_alive(handle):
-        for process in psutil.process_iter(["pid"]):
-            try:
-                if os.getpgid(process.pid) == pid and process.pid not in keep:
-                    found.setdefault(process.pid, (process, "process group"))
-            except (OSError, psutil.Error):
-                continue
     return [entry for entry in found.values() if _running(entry[0])]
+
+
+def _by_environment(log: str) -> list[tuple[psutil.Process, str]]:
+    """Processes whose environment names the attempt's log (VD_LOG): every descendant of the wrapper."""
+    if not log:
+        return []
+    entry = b"VD_LOG=" + os.fsencode(log)
+    return [(process, "environment") for process in psutil.process_iter(["pid"]) if _environ_has(process.pid, entry)]
+
+
+def _by_ray(handle: Handle) -> list[tuple[psutil.Process, str]]:
+    """The processes of the Ray head its start_verl.sh started: by its session directory, then its temp dir."""
+    head = started_head(handle.log) if handle.log else None
+    session = head[1] if head else None
+    found: list[tuple[psutil.Process, str]] = []
+    if isinstance(session, str) and len(session) >= 8:
+        found += [(process, "ray session") for process in ray_processes(session)]
+    if isinstance(handle.ray_temp_dir, str) and len(handle.ray_temp_dir) >= 8:
+        found += [(process, "ray temp dir") for process in _naming(handle.ray_temp_dir)]
+    return found
+
+
+def _by_group(handle: Handle) -> list[tuple[psutil.Process, str]]:
+    """The process group, only while its recorded leader runs: once the leader and all members are gone the kernel
+    may give the number to a stranger's new group (their descendants still carry the environment mark)."""
+    pid = handle.pid
+    if not (isinstance(pid, int) and pid > 1 and recorded_alive(handle)):
+        return []
+    found = []
+    for process in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(process.pid) == pid:
+                found.append((process, "process group"))
+        except (OSError, psutil.Error):
+            continue
+    return found
 
 
 def _naming(path: str) -> list[psutil.Process]:
@@ -137,7 +154,7 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-def end_local(handle: dict, grace: float = 10.0) -> list[Freed]:
+def end_local(handle: Handle, grace: float = 10.0) -> list[Freed]:
     """End the attempt's leftovers on this host (TERM, then KILL after `grace`); what was freed."""
     patterns = device_patterns()
     victims = local_leftovers(handle)
@@ -185,3 +202,45 @@ def parse_freed(text: str, node: str, mark: str) -> list[Freed]:
         if len(parts) >= 2 and parts[0] == "freed" and parts[1].isdigit():
             freed.append(Freed(int(parts[1]), (parts[2] if len(parts) > 2 else "").strip()[:200], mark, node=node))
     return freed
+
+
+def _marks(handle: Handle) -> list[str]:
+    head = started_head(handle.log) if handle.log else None
+    marks = [head[1]] if head and head[1] else []
+    if isinstance(handle.ray_temp_dir, str):
+        marks.append(handle.ray_temp_dir)
+    return [m for m in marks if len(m) >= 8]
+
+
+def in_container(handle: Handle, notes: list[str]) -> list[Freed]:
+    """Inside the attempt's container: its Ray (by the recorded marks) and its process group (by its pid file)."""
+    container = str(handle.container)
+    pid_file = f"{handle.remote}/pid" if handle.remote else None
+    script = remote_script(_marks(handle), pid_file)
+    try:
+        done = subprocess.run(["docker", "exec", "--", container, "sh", "-c", script], capture_output=True, text=True,
+                              timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        notes.append(f"container {container}: not reached ({exc})")
+        return []
+    if done.returncode != 0:
+        notes.append(f"container {container}: {done.stderr.strip()[-200:] or f'docker exec exited {done.returncode}'}")
+    return parse_freed(done.stdout, f"container {container}", "recorded ray / process group")
+
+
+def on_worker(worker: dict, notes: list[str]) -> list[Freed]:
+    """On another node of the run, over SSH: its Ray (by the temp dir it was given) and the worker itself."""
+    from verl_deploy.backends.nodes import kill_if_ours, ssh
+
+    host = str(worker.get("host"))
+    marks = [m for m in [worker.get("ray_temp_dir")] if isinstance(m, str) and len(m) >= 8]
+    script = remote_script(marks)
+    if worker.get("container"):
+        script = f"docker exec {shlex.quote(str(worker['container']))} sh -c {shlex.quote(script)}"
+    reply = ssh(host, script, timeout=60)
+    if not reply.ok and not reply.out:
+        notes.append(f"{host}: not reached over SSH ({reply.err or 'no reason given'}); its leftovers are still there")
+        return []
+    if worker.get("pid") and str(worker["pid"]).isdigit() and not worker.get("container"):
+        ssh(host, kill_if_ours(str(worker["pid"]), str(worker.get("directory") or "")), timeout=60)
+    return parse_freed(reply.out, host, "ray temp dir")

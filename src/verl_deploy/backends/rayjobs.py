@@ -12,13 +12,20 @@ job's runtime environment or a file); the pump finds it itself, from the environ
 from __future__ import annotations
 
 import json
+import os
 import sys
-import time
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from verl_deploy import rayauth
+from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.process import start_detached
+from verl_deploy.backends.protocol import ScheduledBackend, Target, Where
+from verl_deploy.findings import Finding, error
 from verl_deploy.profiles.trackers import TRACKERS
-from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
+
+if TYPE_CHECKING:
+    from verl_deploy.spec import RunSpec
 
 SECRET_NAMES = {"SWANLAB_API_KEY", rayauth.TOKEN_ENV,
                 *(name for tracker in TRACKERS.values() for name in tracker.secrets)}  # the trackers' credentials
@@ -61,14 +68,33 @@ def job_env(scripts_dir: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-class RayJobsBackend(DetachedProcess):
-    name = "ray"
+class RayJobsBackend(ScheduledBackend):
+    kind: ClassVar[str] = "ray"
+    PUMP_WAIT: ClassVar[float] = 30.0
 
     def __init__(self, address: str, extra_env: dict[str, str] | None = None):
         self.address = address
         self.extra_env = dict(extra_env or {})
 
-    def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
+    @classmethod
+    def configure(cls, spec: RunSpec, target: Target) -> tuple[dict, list[Finding]]:
+        """The job server's address and the --job-env variables; refused: no address, a secret in the job's
+        environment, a cluster that does not answer or could never place the layout."""
+        address = target.ray_address
+        if not address:
+            return {}, [error("ray_address", "the ray backend needs the cluster's job server",
+                              "pass --ray-address http://HEAD:8265 (or set RAY_API_SERVER_ADDRESS)")]
+        env, found = _job_env(target.job_env)
+        return {"address": address, "env": env}, found + _cluster_findings(spec, address)
+
+    @classmethod
+    def from_options(cls, options: dict, spec: RunSpec | None, container: str | None, run_dir: str) -> "RayJobsBackend":
+        return cls(options.get("address") or "", options.get("env"))  # "": refused before a launch, said there
+
+    def where(self) -> Where:
+        return Where(ray_address=self.address)
+
+    def start(self, scripts_dir: Path, attempt_dir: Path) -> Handle:
         submission_id = f"verl-deploy-{attempt_dir.parent.name}-{attempt_dir.name}"
         job_id = client(self.address).submit_job(
             entrypoint="bash run_training.sh", submission_id=submission_id,
@@ -77,27 +103,75 @@ class RayJobsBackend(DetachedProcess):
             metadata={"tool": "verl-deploy", "run": attempt_dir.parent.name})
         handle = start_detached([sys.executable, "-m", "verl_deploy.backends.rayjobs", self.address, job_id],
                                 attempt_dir)
-        handle.update(job_id=job_id, address=self.address)
+        handle.job_id, handle.address = job_id, self.address
         return handle
 
-    def check_stop(self, handle: dict) -> None:
+    def check_stop(self, handle: Handle) -> None:
         """rayauth.AuthError when the cluster wants a token we lack: the job would run on with no one watching."""
         client(self.address)
 
-    def stop(self, handle: dict) -> None:
+    def cancel(self, handle: Handle) -> None:
         try:
-            client(self.address).stop_job(handle["job_id"])
+            client(self.address).stop_job(handle.job_id)
         except Exception:  # already gone: nothing to stop
             pass
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
-            time.sleep(0.2)  # the pump writes the last lines and the result
-        stop_group(handle, grace=2)
+
+    def evidence(self, handle: Handle, folder: Path) -> str | None:
+        """The job server's own record of the job (status, message, driver), over its REST API, with the
+        cluster's token when it wants one (a refusal is one line with the fix, never a bare 401)."""
+        if not handle.job_id:
+            return None
+        try:
+            info = rayauth.get_json(self.address, f"/api/jobs/{handle.job_id}", timeout=15, limit=1 << 20)
+        except (OSError, ValueError, rayauth.AuthError) as exc:
+            return f"ray job {handle.job_id}: {exc}"
+        (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
+        return None
+
+
+def _job_env(items: tuple[str, ...]) -> tuple[dict[str, str], list[Finding]]:
+    """--job-env NAME[=VALUE] as the job's variables; a credential is refused (the dashboard shows them)."""
+    env: dict[str, str] = {}
+    found: list[Finding] = []
+    for item in items:
+        name, sep, value = item.partition("=")
+        if name == "SWANLAB_API_KEY":
+            found.append(error("job-env", "the SwanLab key must not go into the job's runtime environment (the "
+                                          "dashboard shows it)", "log in on the nodes (`verl-deploy swanlab login`) instead"))
+            continue
+        if name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+            found.append(error("job-env", f"{name} must not go into the job's runtime environment (the dashboard "
+                                          "shows it)", "the cluster's own processes have its token; verl-deploy sends "
+                                                       "yours in a request header"))
+            continue
+        env[name] = value if sep else os.environ.get(name, "")
+    return env, found
+
+
+def _cluster_findings(spec: RunSpec, address: str) -> list[Finding]:
+    """The cluster answers as a Ray job server (with our token), Ray is here, and the layout can be placed."""
+    from verl_deploy.backends.raycluster import check_cluster, cluster_nodes, cluster_version
+
+    try:
+        nodes = cluster_nodes(address)
+    except rayauth.AuthError as exc:  # one line naming the variables to set, never a bare 401
+        return [error("ray_address", exc.problem, exc.fix)]
+    except (OSError, ValueError) as exc:
+        return [error("ray_address", f"{address} does not answer as a Ray job server: {exc}",
+                      "check the address and that the head runs the dashboard (port 8265)")]
+    try:
+        import ray
+
+        local_version = ray.__version__
+    except ImportError:
+        return [error("backend", "the ray backend needs Ray here", "pip install 'verl-deploy[ray]'")]
+    return check_cluster(spec, nodes, cluster_version(address), local_version)
 
 
 def pump(address: str, job_id: str) -> int:
     """Write the job's logs to stdout as they come; exit 0 if it succeeded, 1 if it failed, 143 if stopped."""
     import asyncio
+    import time
 
     from ray.job_submission import JobStatus
 

@@ -19,8 +19,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from verl_deploy.backends.base import DetachedProcess, exit_code, recorded_alive, start_detached, stop_group
+from typing import TYPE_CHECKING, ClassVar
+
+from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.process import start_detached
+from verl_deploy.backends.protocol import BackendError
+from verl_deploy.backends.scheduler_options import OptionsBackend, SchedulerOptions
 from verl_deploy.findings import Finding, error
+from verl_deploy.statedir import write_json
+
+if TYPE_CHECKING:
+    from verl_deploy.compiler import Plan
+    from verl_deploy.spec import RunSpec
 
 POLL_SECONDS = 2.0
 PENDING = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED")
@@ -37,7 +47,7 @@ ENDED_BY_SLURM = {
 }
 
 
-class SlurmError(Exception):
+class SlurmError(BackendError):
     """One line for the user."""
 
 
@@ -149,19 +159,22 @@ def job_name(attempt_dir: Path) -> str:
     return f"verl-deploy-{attempt_dir.parent.name}-{attempt_dir.name}"
 
 
-class SlurmBackend(DetachedProcess):
-    name = "slurm"
+class SlurmBackend(OptionsBackend):
+    kind: ClassVar[str] = "slurm"
 
-    def __init__(self, spec, options):
-        self.spec = spec
-        self.options = options  # SchedulerOptions
+    @classmethod
+    def check_cluster(cls, spec: RunSpec, options: SchedulerOptions) -> list[Finding]:
+        try:
+            return check_partition(options.partition, options.gres(spec.device), spec.nnodes, len(spec.devices))
+        except SlurmError as exc:
+            return [error("backend", str(exc), "run it where sbatch, sinfo and scontrol work")]
 
-    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
-        from verl_deploy.sched.sbatch import render_sbatch
+    def extra_files(self, plan: Plan, scripts_dir: Path) -> dict[str, str]:
+        from verl_deploy.backends.slurm_script import render_sbatch
 
         return {"submit.sbatch": render_sbatch(plan, self.options, job_name(scripts_dir.parent))}
 
-    def start(self, scripts_dir: Path, attempt_dir: Path) -> dict:
+    def start(self, scripts_dir: Path, attempt_dir: Path) -> Handle:
         output = attempt_dir / "slurm-%j.out"
         # the job gets this environment (--export=ALL): the scripts' folder, RAY_START_ARGS, WAIT_FOR_NODES_SECONDS, ...
         submitted = run(["sbatch", "--parsable", f"--output={output}", f"--job-name={job_name(attempt_dir)}",
@@ -174,19 +187,15 @@ class SlurmBackend(DetachedProcess):
         state_file = attempt_dir / "scheduler.json"
         handle = start_detached([sys.executable, "-m", "verl_deploy.backends.slurm", job_id,
                                  str(output).replace("%j", job_id), str(state_file)], attempt_dir)
-        handle.update(job_id=job_id, scheduler_file=str(state_file))
+        handle.job_id, handle.scheduler_file = job_id, str(state_file)
         return handle
 
-    def stop(self, handle: dict) -> None:
-        if handle.get("job_id"):
+    def cancel(self, handle: Handle) -> None:
+        if handle.job_id:
             try:
-                run(["scancel", handle["job_id"]])
+                run(["scancel", handle.job_id])
             except SlurmError:
                 pass
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and exit_code(handle) is None and recorded_alive(handle):
-            time.sleep(0.2)  # the pump copies the last output and writes the result
-        stop_group(handle, grace=2)
 
 
 # -- the pump: job state and output -> the run's log, scheduler.json, exit code ------------------------
@@ -220,8 +229,6 @@ def outcome(state: JobState) -> dict:
 
 
 def pump(job_id: str, output: str, state_file: str) -> int:
-    from verl_deploy.runs.record import write_json
-
     def say(text: str) -> None:
         sys.stdout.write(f"[verl-deploy] slurm job {job_id}: {text}\n")
         sys.stdout.flush()

@@ -74,16 +74,16 @@ COMMANDS: dict[str, LazyCommand] = {
     "plan": _in("plan_cmd", "Show the resolved configuration with sources, the findings and the verl command."),
     "generate": _in("generate_cmd", "Write the two scripts (start_verl.sh -> run_training.sh) and plan.json for this "
                     "run."),
-    "launch": _in("run_cmds", "Check, confirm, and start the training detached; a supervisor watches and recovers it."),
-    "runs": _in("run_cmds", "List the runs this host launched, newest first (a damaged record is listed as such, the "
+    "launch": _in("launch_cmd", "Check, confirm, and start the training detached; a supervisor watches and recovers it."),
+    "runs": _in("runs_cmd", "List the runs this host launched, newest first (a damaged record is listed as such, the "
                 "others still shown)."),
-    "status": _in("run_cmds", "State, step N/M with ETA, last metrics, SwanLab link, attempts, and commands to look by "
+    "status": _in("status_cmd", "State, step N/M with ETA, last metrics, SwanLab link, attempts, and commands to look by "
                   "hand."),
-    "logs": _in("run_cmds", "The training log of a run (the current attempt unless --attempt)."),
-    "stop": _in("run_cmds", "Stop the training and the Ray session this tool started for it; checkpoints are kept."),
+    "logs": _in("logs_cmd", "The training log of a run (the current attempt unless --attempt)."),
+    "stop": _in("stop_cmd", "Stop the training and the Ray session this tool started for it; checkpoints are kept."),
     "resume": _in("resume_cmd", "Resume a failed or stopped run from its newest complete checkpoint, "
                   "as a new attempt of the same record."),
-    "_supervise": _in("run_cmds", "", hidden=True),
+    "_supervise": _in("supervise_cmd", "", hidden=True),
     "report": _in("report_cmd", "A self-contained HTML report with a plot of every metric, for a run or any verl "
                   "log."),
     "evidence": _in("evidence_cmd", "Collect what a hang needs (stack dumps, devices, log tails) without touching the "

@@ -38,11 +38,11 @@ def bundle_command(run_id: Optional[str] = typer.Argument(None, metavar="[RUN]",
     from rich.markup import escape
 
     from verl_deploy.cli.output import console, fail, print_json
-    from verl_deploy.cli.run_cmds import _load
+    from verl_deploy.cli.one_run import load
     from verl_deploy.findings import error
     from verl_deploy.runs.bundle import BundleError, build_bundle
 
-    record = _load(run_id, json_output)
+    record = load(run_id, json_output)
     target = Path(output or f"verl-deploy-{record.id}.tar.gz")
     if not target.name.endswith((".tar.gz", ".tgz")):
         raise fail([error("--output", f"{target} does not end in .tar.gz", f"pass --output {target.name}.tar.gz")],

@@ -28,11 +28,11 @@ def clean_command(run_id: str = typer.Argument(..., metavar="RUN", help="Run id 
     from rich.markup import escape
 
     from verl_deploy.cli.output import console, fail, print_json
-    from verl_deploy.cli.run_cmds import _load
+    from verl_deploy.cli.one_run import load
     from verl_deploy.findings import error
     from verl_deploy.runs.clean import CleanRefused, clean_run
 
-    record = _load(run_id, json_output)
+    record = load(run_id, json_output)
     try:
         result = clean_run(record)
     except CleanRefused as exc:

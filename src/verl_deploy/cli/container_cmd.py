@@ -37,7 +37,7 @@ def create_command(
     **options: Any,
 ) -> None:
     """Create (or reuse, or start) the training container."""
-    from verl_deploy.backends.docker import DockerError, ensure_container, inspect, preflight
+    from verl_deploy.backends.container_setup import DockerError, ensure_container, inspect, preflight
     from verl_deploy.cli.confirm import confirm
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import console, fail

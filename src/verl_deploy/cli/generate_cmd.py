@@ -185,12 +185,12 @@ def scheduler_file(plan, scheduler: str, options: dict, json_output: bool) -> tu
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
     if scheduler == "slurm":
-        from verl_deploy.sched.sbatch import render_sbatch
+        from verl_deploy.backends.slurm_script import render_sbatch
 
         name, content = "submit.sbatch", render_sbatch(plan, sched)
     else:
         from verl_deploy.render import render_scripts
-        from verl_deploy.sched.rayjob import render_rayjob
+        from verl_deploy.backends.kuberay_manifest import render_rayjob
 
         name, content = "rayjob.yaml", render_rayjob(plan, sched, render_scripts(plan)["run_training.sh"])
     return name, content  # an existing file of that name needs --force: write_outputs checks the whole set

@@ -124,19 +124,21 @@ def plan_command(json_output: bool = typer.Option(False, "--json", help="Print t
 
 def _check_all(options: dict, search_root, json_output: bool) -> None:
     """`plan --check`: launch's gates for the local or docker backend, nothing started (exit 0 only when ready)."""
-    from verl_deploy.cli.launch_gate import gather, report
+    from verl_deploy.cli.launch_gate import report
     from verl_deploy.cli.options import flags_from
     from verl_deploy.cli.output import console, fail
     from verl_deploy.findings import UserError
+    from verl_deploy.runs.gate import gather
+    from verl_deploy.runs.request import LaunchRequest
 
     try:
         flags, config_file = flags_from(options)
     except UserError as exc:
         raise fail(exc.findings, as_json=json_output) from None
     say = None if json_output else (lambda text: console(stderr=True).print(f"[dim]{text}[/]"))
-    gate = gather(flags, config_file, options, backend="auto", ray_address=None, job_env=[], notify=[],
-                  skip_check=False, no_estimate=False, verify=True, search_root=search_root, force=False,
-                  reuse_ray=False, announce=say)
+    request = LaunchRequest(flags=flags, config_file=config_file, ignore_detected=bool(options.get("ignore_detected")),
+                            search_roots=tuple(search_root) if search_root is not None else None)
+    gate = gather(request, announce=say)
     report(gate, as_json=json_output, dry_run=True)
     raise typer.Exit(code=0 if gate.ok else 1)
 

@@ -12,6 +12,12 @@ from typing import Optional
 import typer
 
 from verl_deploy.cli import app
+from verl_deploy.cli.confirm import confirm
+from verl_deploy.cli.one_run import after_start, load, say
+from verl_deploy.cli.output import fail
+from verl_deploy.findings import Finding, error
+from verl_deploy.pipeline import Prepared
+from verl_deploy.runs.resume import ResumeError, ResumeRequest, resume
 
 EPILOG = """\
 Examples:
@@ -44,21 +50,15 @@ def resume_command(
                                         help="Fail if the training writes nothing for this long after starting."),
 ) -> None:
     """Resume a failed or stopped run from its newest complete checkpoint, as a new attempt of the same record."""
-    from verl_deploy.cli.confirm import confirm
-    from verl_deploy.cli.output import fail
-    from verl_deploy.cli.run_cmds import _load, _say, after_start
-    from verl_deploy.findings import error
-    from verl_deploy.runs.resume import ResumeError, prepare_resume, start_resume
+    record = load(run_id, json_output)
+    request = ResumeRequest(features=features, max_response_length=max_response_length,
+                            gpu_memory_utilization=gpu_memory_utilization, start_timeout=start_timeout)
 
-    record = _load(run_id, json_output)
+    def ask(prepared: Prepared, action: str, warnings: list[Finding]) -> None:
+        confirm(prepared, action, yes=yes, as_json=json_output)
+
     try:
-        prepared, changes = prepare_resume(record, features=features, max_response_length=max_response_length,
-                                           gpu_memory_utilization=gpu_memory_utilization)
-    except ResumeError as exc:
-        raise fail(exc.findings, as_json=json_output) from None
-    confirm(prepared, f"resume run {record.id} ({record.backend} backend)", yes=yes, as_json=json_output)
-    try:
-        record = start_resume(record, prepared.spec, changes, start_timeout=start_timeout, say=_say)
+        record = resume(record, request, confirm=ask, say=say)
     except ResumeError as exc:
         raise fail(exc.findings, as_json=json_output) from None
     except Exception as exc:  # the backend could not start it: one finding, the record says so too

@@ -1,4 +1,4 @@
-"""What plan, generate, check, init and launch share: options -> Prepared or a check, with findings instead of tracebacks."""
+"""What plan, generate, check and init share: options -> Prepared or a check, with findings instead of tracebacks."""
 
 from __future__ import annotations
 
@@ -40,9 +40,6 @@ def prepare_from_flags(flags: dict[str, Any], config_file: str | None, *, ignore
 def check_with(flags: dict[str, Any], config_file: str | None, *, search_roots: list[str] | None = None,
                timeout: float = 10.0):
     """The preflight check for these flags and config file, with the detected layer it finds itself."""
-    from verl_deploy.preflight.run import run_check
-    from verl_deploy.sources import resolve
+    from verl_deploy.runs.gate import host_check
 
-    return run_check(lambda detected: resolve(flags=flags, environ=os.environ, config_file=config_file,
-                                              detected=detected),
-                     search_roots=search_roots, timeout=timeout)
+    return host_check(flags, config_file, search_roots=search_roots, timeout=timeout)

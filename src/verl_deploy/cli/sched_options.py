@@ -64,6 +64,6 @@ def scheduler_options(func: Callable) -> Callable:
 
 def scheduler_from(options: dict[str, Any]):
     """SchedulerOptions from the parsed flags (raises UserError naming the flag)."""
-    from verl_deploy.sched.options import build
+    from verl_deploy.backends.scheduler_options import build
 
     return build(**{name: options.get(name) for name in SCHED_OPTION_NAMES})

@@ -19,7 +19,7 @@ def _write(line: str) -> None:
 
 def follow_run(run_id: str, *, quiet: bool = False, screen: bool | None = None):
     from verl_deploy.cli.output import console
-    from verl_deploy.runs.control import ensure_supervised
+    from verl_deploy.runs.supervisor import ensure_supervised
     from verl_deploy.runs.record import RunRecord
     from verl_deploy.views.live import watch_lines, watch_screen
 

@@ -126,28 +126,34 @@ def _evidence(writer: _Writer, record: RunRecord) -> None:
 def _check(record: RunRecord, timeout: float) -> dict:
     """`check` of the run's spec on this host now, as `check --json` prints it."""
     from verl_deploy.preflight.run import run_check
-    from verl_deploy.runs.control import spec_of
+    from verl_deploy.runs.attempts import spec_of
 
     spec = spec_of(record)
     return run_check(lambda detected: spec, timeout=timeout).as_dict()
 
 
+def _dig(data: dict | None, *keys: str) -> dict:
+    """data[k1][k2]... where each level is a dict; {} where one is missing or empty."""
+    for key in keys:
+        data = (data or {}).get(key) or {}
+    return data or {}
+
+
 def versions_of(check: dict | None, plan: dict | None, record: RunRecord) -> dict:
     """verl-deploy, verl, torch/torch_npu, CANN or CUDA, vLLM/SGLang, driver, image: as the check and plan saw them."""
-    areas = (check or {}).get("areas", {})
-    packages = ((areas.get("software") or {}).get("data") or {}).get("versions") or {}
-    accel = (check or {}).get("accelerators") or {}
-    accel_data = (areas.get("accelerators") or {}).get("data") or {}
-    container = ((areas.get("docker") or {}).get("data") or {}).get("container") or {}
+    packages = _dig(check, "areas", "software", "data", "versions")
+    accel = _dig(check, "accelerators")
+    container = _dig(check, "areas", "docker", "data", "container")
+    verl = _dig(plan, "verl")
     spec = record.spec
     return {
         "verl-deploy": __version__,
-        "verl": packages.get("verl") or ((plan or {}).get("verl") or {}).get("version") or spec.get("verl_version"),
-        "verl_profile": ((plan or {}).get("verl") or {}).get("profile"),
+        "verl": packages.get("verl") or verl.get("version") or spec.get("verl_version"),
+        "verl_profile": verl.get("profile"),
         **{name: packages.get(name) for name in ("python", "torch", "torch_npu", "vllm", "vllm_ascend", "sglang",
                                                  "megatron", "mindspeed", "transformers", "ray", "swanlab")},
-        "cann": ((areas.get("ascend") or {}).get("data") or {}).get("cann_version"),
-        "cuda": accel_data.get("cuda_version"),
+        "cann": _dig(check, "areas", "ascend", "data").get("cann_version"),
+        "cuda": _dig(check, "areas", "accelerators", "data").get("cuda_version"),
         "driver": accel.get("driver_version"),
         "device": accel.get("kind") or spec.get("device"),
         "image": container.get("image") or spec.get("image"),

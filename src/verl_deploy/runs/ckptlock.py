@@ -14,6 +14,8 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
+from verl_deploy.backends.process import process_alive
+from verl_deploy.runs.attempts import spec_of
 from verl_deploy.runs.record import TERMINAL, RecordError, RunRecord, list_runs, runs_dir
 
 
@@ -31,19 +33,15 @@ def launch_lock() -> Iterator[None]:
 
 
 def _alive(record: RunRecord) -> bool:
-    from verl_deploy.backends.base import process_alive
-
     if record.state in TERMINAL:
         return False
     pids = [record.launcher_pid, record.supervisor_pid]
     if record.current:
-        pids.append(record.current.handle.get("pid"))
+        pids.append(record.current.handle.pid)
     return any(process_alive(pid) for pid in pids if isinstance(pid, int))
 
 
 def _ckpts_dir(record: RunRecord) -> str | None:
-    from verl_deploy.runs.control import spec_of
-
     try:
         return os.path.realpath(spec_of(record).effective_ckpts_dir)
     except Exception:  # a record whose spec no longer validates cannot claim a directory

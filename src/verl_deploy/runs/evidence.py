@@ -27,7 +27,10 @@ from pathlib import Path
 
 import psutil
 
+from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.registry import UnknownBackend
 from verl_deploy.preflight.commands import run
+from verl_deploy.runs.attempts import backend_for
 from verl_deploy.textnumbers import int_or_none
 
 BUDGET = 60.0  # seconds for the whole collection
@@ -181,41 +184,44 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
     """Take the evidence now; returns the folder. Never raises for what it could not take: summary.json says it."""
     started = time.monotonic()
     folder = _folder(record)
-    stacks, logs = folder / "stacks", folder / "logs"
-    stacks.mkdir()
-    logs.mkdir()
+    (folder / "stacks").mkdir()
+    (folder / "logs").mkdir()
     problems: list[str] = []
-    dumps: list[Dump] = []
     attempt = record.current
-    handle = attempt.handle if attempt else {}
-    spec = record.spec
-    container = spec.get("container") if record.backend == "docker" else None
-    processes: list[psutil.Process] = []
+    handle = attempt.handle if attempt else Handle()
+    here = handle.remote_cluster is None and handle.container is None  # the attempt's processes are on this host
+    processes = local_processes(handle.pid) if here else []
+    ray_address = None if handle.remote_cluster else own_ray_address(record)  # the run's own head, or None
+    dumps = _take(record, handle, folder, processes, ray_address, problems, budget=budget, started=started)
+    if attempt and attempt.log and Path(attempt.log).is_file():
+        (folder / "logs" / f"attempt-{attempt.n}.log").write_text(_tail(Path(attempt.log)))
+    worker_logs = _session_logs(processes)
+    for path in worker_logs:
+        try:
+            (folder / "logs" / _safe(path.name)).write_text(_tail(path, 200))
+        except OSError as exc:
+            problems.append(f"{path}: {exc}")
+    summary = {
+        "run": record.id, "reason": reason, "time": time.time(), "step": record.step,
+        "total_steps": record.total_steps, "attempt": attempt.n if attempt else None, "backend": record.backend,
+        "stacks": [asdict(d) for d in sorted(dumps, key=lambda d: d.pid)],
+        "worker_logs": [str(p) for p in worker_logs], "problems": problems,
+        "ray_address": ray_address, "seconds": round(time.monotonic() - started, 2),
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return folder
 
+
+def _take(record, handle: Handle, folder: Path, processes: list[psutil.Process], ray_address: str | None,
+          problems: list[str], *, budget: float, started: float) -> list[Dump]:
+    """Every collection at once, within `budget` seconds; the stack dumps taken (the problems go to `problems`)."""
     pool = ThreadPoolExecutor(max_workers=6)
+    dumps: list[Dump] = []
     try:
-        futures: list[Future] = []  # stack dumps, then the other collections
-        if record.backend == "ray":
-            problems.append("a Ray job on a cluster: no stack dumps from here; take them from the dashboard (Jobs -> "
-                            "the job's actors -> Stack Trace) or `py-spy dump --nonblocking` / `ray stack` on each node")
-        elif container:
-            py_spy = _container_py_spy(container, problems)
-            if py_spy:
-                futures += [pool.submit(_dump_in_container, container, py_spy, pid, name, stacks)
-                            for pid, name in _container_processes(container)]
-        else:
-            py_spy = find_py_spy()
-            processes = local_processes(handle.get("pid"))
-            if not py_spy:
-                problems.append("py-spy not found: pip install py-spy")
-            elif not processes:
-                problems.append("no Python process of this attempt is running")
-            else:
-                futures += [pool.submit(_dump_local, p, stacks, py_spy) for p in processes]
-        futures.append(pool.submit(_devices, record, folder))
-        ray_address = own_ray_address(record)
-        futures.append(pool.submit(_ray_status, record, folder, ray_address))
-        futures.append(pool.submit(_ray_job, record, folder))
+        futures = _stack_dumps(pool, handle, processes, folder / "stacks", problems)
+        futures.append(pool.submit(_devices, record, handle, folder))
+        futures.append(pool.submit(_ray_status, record, handle, folder, ray_address))
+        futures.append(pool.submit(_backend_evidence, record, handle, folder))
         done, late = wait(futures, timeout=max(1.0, budget - (time.monotonic() - started)))
         for future in done:
             if future.exception() is not None:
@@ -230,31 +236,34 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
             problems.append(f"{len(late)} collection(s) did not finish within {budget:g} s and were left out")
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hold the supervisor
-
-    if attempt and attempt.log and Path(attempt.log).is_file():
-        (logs / f"attempt-{attempt.n}.log").write_text(_tail(Path(attempt.log)))
-    worker_logs = _session_logs(processes)
-    for path in worker_logs:
-        try:
-            (logs / _safe(path.name)).write_text(_tail(path, 200))
-        except OSError as exc:
-            problems.append(f"{path}: {exc}")
-    summary = {
-        "run": record.id, "reason": reason, "time": time.time(), "step": record.step,
-        "total_steps": record.total_steps, "attempt": attempt.n if attempt else None, "backend": record.backend,
-        "stacks": [asdict(d) for d in sorted(dumps, key=lambda d: d.pid)],
-        "worker_logs": [str(p) for p in worker_logs], "problems": problems,
-        "ray_address": None if record.backend == "ray" else ray_address,  # the run's own head, or None: not asked
-        "seconds": round(time.monotonic() - started, 2),
-    }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return folder
+    return dumps
 
 
-def _devices(record, folder: Path) -> str | None:
+def _stack_dumps(pool: ThreadPoolExecutor, handle: Handle, processes: list[psutil.Process], stacks: Path,
+                 problems: list[str]) -> list[Future]:
+    """py-spy of every Python process of the attempt, where they run: in its container, or on this host."""
+    if handle.remote_cluster:
+        problems.append("a Ray job on a cluster: no stack dumps from here; take them from the dashboard (Jobs -> "
+                        "the job's actors -> Stack Trace) or `py-spy dump --nonblocking` / `ray stack` on each node")
+        return []
+    if handle.container:
+        py_spy = _container_py_spy(handle.container, problems)
+        return [pool.submit(_dump_in_container, handle.container, py_spy, pid, name, stacks)
+                for pid, name in _container_processes(handle.container)] if py_spy else []
+    py_spy = find_py_spy()
+    if not py_spy:
+        problems.append("py-spy not found: pip install py-spy")
+    elif not processes:
+        problems.append("no Python process of this attempt is running")
+    else:
+        return [pool.submit(_dump_local, p, stacks, py_spy) for p in processes]
+    return []
+
+
+def _devices(record, handle: Handle, folder: Path) -> str | None:
     from verl_deploy.views.devices import runner_for
 
-    if record.backend == "ray":
+    if handle.remote_cluster:
         return None
     runner = runner_for(record)
     argv = ["npu-smi", "info"] if record.spec.get("device") == "npu" else ["nvidia-smi"]
@@ -263,20 +272,15 @@ def _devices(record, folder: Path) -> str | None:
     return None if result.ok else f"devices: {result.problem(20)}"
 
 
-def _ray_job(record, folder: Path) -> str | None:
-    """For a Ray job: the job server's own record of it (status, message, driver), over its REST API, with the
-    cluster's token when it wants one (a refusal is one line with the fix, never a bare 401)."""
-    from verl_deploy import rayauth
-
-    address, job_id = (record.backend_options or {}).get("address"), (record.current.handle if record.current else {}).get("job_id")
-    if record.backend != "ray" or not address or not job_id:
+def _backend_evidence(record, handle: Handle, folder: Path) -> str | None:
+    """What only the run's backend can add (a Ray job's record on its job server)."""
+    if record.current is None:
         return None
     try:
-        info = rayauth.get_json(address, f"/api/jobs/{job_id}", timeout=15, limit=1 << 20)
-    except (OSError, ValueError, rayauth.AuthError) as exc:
-        return f"ray job {job_id}: {exc}"
-    (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
-    return None
+        backend = backend_for(record, with_spec=False)
+    except UnknownBackend:  # a record rebuilt without its backend
+        return None
+    return backend.evidence(handle, folder)
 
 
 def own_ray_address(record) -> str | None:
@@ -289,9 +293,9 @@ def own_ray_address(record) -> str | None:
     return head[0] if head else None
 
 
-def _ray_status(record, folder: Path, address: str | None) -> str | None:
+def _ray_status(record, handle: Handle, folder: Path, address: str | None) -> str | None:
     """`ray status` of the run's own Ray head only, at the address it recorded; none recorded: not asked."""
-    if record.backend == "ray":
+    if handle.remote_cluster:
         return None
     if address is None:
         return ("ray status: this attempt recorded no Ray head of its own (it reused a cluster, or did not get "

@@ -16,7 +16,7 @@ def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
     """Beside the record, small: what `stop` needs to end this attempt even when run.json is damaged."""
     data = {"run": record.id, "attempt": attempt.n, "backend": record.backend,
             "backend_options": {k: v for k, v in record.backend_options.items() if k != "env"},
-            "container": spec.container, "run_dir": spec.run_dir, "handle": attempt.handle}
+            "container": spec.container, "run_dir": spec.run_dir, "handle": attempt.handle.to_dict()}
     try:
         write_json(record.directory / f"attempt-{attempt.n}" / "handle.json", data)
     except OSError:
@@ -24,7 +24,7 @@ def write_handle(record: RunRecord, spec: RunSpec, attempt: Attempt) -> None:
 
 
 def latest_handle(run_id: str) -> dict | None:
-    """The newest attempt's handle.json of a run (what survives a damaged run.json)."""
+    """The newest attempt's handle.json of a run (what survives a damaged run.json); its "handle" as a dict."""
     directory = runs_dir() / run_id
     numbered = []
     for path in directory.glob("attempt-*/handle.json"):

@@ -130,42 +130,59 @@ def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict 
     if attempt is None or not attempt.log:
         return None
     scripts = record.directory / f"attempt-{attempt.n}" / "scripts"
-    try:
-        if not handover.handed_over(boundedread.read_bytes(scripts / "run_training.sh", HEAD_BYTES, head=True)):
-            return None  # written by a version without the hand-over line: it cannot tell
-        head = boundedread.read_bytes(attempt.log, HEAD_BYTES, head=True)
-        whole = len(head) < HEAD_BYTES  # the scripts' own output is small: then line numbers are the log's
-        tail = head if whole else boundedread.read_tail(attempt.log, TAIL_BYTES)
-    except (OSError, boundedread.UnreadableFile):
+    output = _before_handover(scripts, attempt.log)
+    if output is None:
         return None
-    if handover.handed_over(head) or handover.handed_over(tail):
-        return None
+    tail, whole = output
     seen = handover.read_failure(tail)
     status = seen.status if seen.status is not None else code
     where = f"{seen.script} failed at {seen.step}" if seen.step else "scripts ended before handing over to it"
     said = f" ({_status_text(status)})" if status is not None else ""
-    its = "its" if seen.step else "their"
-    if seen.errors:
-        printed = ": " + "; ".join(seen.errors[-2:])
-    elif seen.last_lines:
-        printed = f"; {its} last lines: " + " | ".join(seen.last_lines)
-    else:
-        printed = "; it printed nothing" if seen.step else "; they printed nothing"
-    cause = f"the training never started: verl-deploy's {where}{said}{printed}"
+    cause = f"the training never started: verl-deploy's {where}{said}{_printed(seen)}"
     startup = diagnosis.class_id if diagnosis is not None and diagnosis.class_id in STARTUP_CLASSES else None
-    if seen.fixes:
-        fix = seen.fixes[-1]
-    elif startup:
+    if startup and not seen.fixes:
         cause += f" (the lines show {diagnosis.title})"
-        fix = diagnosis.fix
-    elif seen.errors:
-        fix = f"do what the error says, then launch again; the job's scripts are in {scripts}"
-    else:
-        fix = (f"read the job's output (`verl-deploy logs {record.id}`) for the step that failed, fix it and launch "
-               f"again; the job's scripts are in {scripts}")
-    return {"class": "script_failed", "phase": "startup", "retryable": False, "cause": cause, "fix": fix,
+    return {"class": "script_failed", "phase": "startup", "retryable": False, "cause": cause,
+            "fix": _script_fix(seen, diagnosis if startup else None, record.id, scripts),
             "script": seen.script, "step": seen.step, "exit_status": status,
             "lines": [{"line": n, "text": line} for n, line in zip(seen.line_numbers, seen.last_lines)] if whole else []}
+
+
+def _before_handover(scripts, log: str) -> tuple[bytes, bool] | None:
+    """(the log's tail, whether it is the whole log) when scripts that say when they hand over never did; else None."""
+    try:
+        if not handover.handed_over(boundedread.read_bytes(scripts / "run_training.sh", HEAD_BYTES, head=True)):
+            return None  # written by a version without the hand-over line: it cannot tell
+        head = boundedread.read_bytes(log, HEAD_BYTES, head=True)
+        whole = len(head) < HEAD_BYTES  # the scripts' own output is small: then line numbers are the log's
+        tail = head if whole else boundedread.read_tail(log, TAIL_BYTES)
+    except (OSError, boundedread.UnreadableFile):
+        return None
+    if handover.handed_over(head) or handover.handed_over(tail):
+        return None
+    return tail, whole
+
+
+def _printed(seen) -> str:
+    """What the failed script printed: its errors, else its last lines, else that it printed nothing."""
+    if seen.errors:
+        return ": " + "; ".join(seen.errors[-2:])
+    its = "its" if seen.step else "their"
+    if seen.last_lines:
+        return f"; {its} last lines: " + " | ".join(seen.last_lines)
+    return "; it printed nothing" if seen.step else "; they printed nothing"
+
+
+def _script_fix(seen, startup, run_id: str, scripts) -> str:
+    """The script's own fix, else the startup failure's its lines match, else where to look."""
+    if seen.fixes:
+        return seen.fixes[-1]
+    if startup is not None:
+        return startup.fix
+    if seen.errors:
+        return f"do what the error says, then launch again; the job's scripts are in {scripts}"
+    return (f"read the job's output (`verl-deploy logs {run_id}`) for the step that failed, fix it and launch "
+            f"again; the job's scripts are in {scripts}")
 
 
 def _status_text(status: int) -> str:

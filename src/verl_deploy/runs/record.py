@@ -12,11 +12,9 @@ supervisor writes it after launch.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -24,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from verl_deploy import boundedread
-from verl_deploy.statedir import state_dir
+from verl_deploy.backends.handle import Handle
+from verl_deploy.statedir import state_dir, write_json
 
 TERMINAL = ("succeeded", "failed", "stopped")
 MAX_RECORD_BYTES = 32 * 1024 * 1024  # a run.json larger than this is not ours
@@ -46,25 +45,6 @@ def runs_dir() -> Path:
 
 def new_run_id() -> str:
     return datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Temp file, fsync, rename: a reader sees the old or the new record, never a part; no temp file is left."""
-    text = json.dumps(data, indent=2, default=str) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def read_json(path: Path, what: str, label: str | None = None) -> Any:
@@ -93,9 +73,6 @@ def disk_full_info(path: Path) -> dict:
     return {"path": str(path), "free_bytes": free, "since": time.time()}
 
 
-RECORD_FILES = ("log", "exit_file", "scheduler_file")  # the handle entries this tool reads as files
-
-
 def path_outside(record: "RunRecord") -> str | None:
     """The first file the record names that does not resolve inside the run's folder, or None.
 
@@ -105,7 +82,7 @@ def path_outside(record: "RunRecord") -> str | None:
     """
     base = os.path.realpath(record.directory)
     for attempt in record.attempts:
-        named = [("log", attempt.log)] + [(key, attempt.handle.get(key)) for key in RECORD_FILES]
+        named = [("log", attempt.log), *attempt.handle.files.items()]
         for key, value in named:
             if value in (None, ""):
                 continue
@@ -130,7 +107,7 @@ class Attempt:
     failure: dict | None = None
     started: float = field(default_factory=time.time)
     ended: float | None = None
-    handle: dict = field(default_factory=dict)  # backend data: pid, exit-code file, container, ...
+    handle: Handle = field(default_factory=Handle)  # what the backend returned: pid, exit-code file, job, ...
     log: str = ""
     changes: dict = field(default_factory=dict)  # spec fields changed for this attempt
     resume: dict = field(default_factory=dict)  # from_step, tracked_step, skipped incomplete checkpoints, overrides
@@ -139,6 +116,13 @@ class Attempt:
     features_on: list[str] = field(default_factory=list)
     feature_origins: dict = field(default_factory=dict)
     exit_seen: str | None = None  # where exit_code came from when the supervisor ended the attempt itself
+
+    def __post_init__(self) -> None:
+        if isinstance(self.handle, dict):  # an older caller's (or record's) plain handle
+            self.handle = Handle.from_dict(self.handle)
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "handle": self.handle.to_dict()}
 
     def public(self) -> dict:
         keys = ("n", "features", "features_on", "feature_origins", "reason", "resumed_from_step", "exit_code",
@@ -194,7 +178,7 @@ class RunRecord:
         if self.stop_requested:  # `verl-deploy stop` wins over whatever a supervisor still believes
             self.state = "stopped"
         try:
-            write_json(self.directory / "run.json", asdict(self))
+            write_json(self.directory / "run.json", self.as_json())
         except OSError as exc:
             if exc.errno not in FULL_ERRNOS:
                 raise
@@ -204,12 +188,16 @@ class RunRecord:
                 raise DiskFull(exc.errno, f"the disk holding {self.directory} is full") from None
             reserve.unlink()
             try:
-                write_json(self.directory / "run.json", asdict(self))
+                write_json(self.directory / "run.json", self.as_json())
             except OSError as again:
                 raise DiskFull(again.errno, f"the disk holding {self.directory} is full") from None
             return
         if self.disk_full is None:
             keep_reserve(self.directory)
+
+    def as_json(self) -> dict:
+        """run.json's object: each attempt's handle as the entries its backend set."""
+        return {**asdict(self), "attempts": [attempt.as_json() for attempt in self.attempts]}
 
     @classmethod
     def load(cls, run_id: str) -> "RunRecord":
@@ -244,7 +232,7 @@ class RunRecord:
             "notices": [{"title": n.get("title"), "time": n.get("time"), "kind": n.get("kind", "failure"),
                          "deliveries": n.get("deliveries", [])} for n in self.notices],
             # the scheduler's word on the current attempt (slurm, kuberay): state, reason, ...
-            "scheduler": self.current.handle.get("scheduler") if self.current else None,
+            "scheduler": self.current.handle.scheduler if self.current else None,
             # log lines the watcher could not read: skipped and counted, never fatal
             "unreadable_lines": {"count": int(self.scan.get("skipped") or 0), "first": self.scan.get("first_skipped")},
             "supervisor_deaths": self.supervisor_deaths,
@@ -257,6 +245,18 @@ def _end_of_run(record: "RunRecord") -> dict | None:
     from verl_deploy.runs.next_step import end_of_run
 
     return end_of_run(record)
+
+
+def save_keeping_last_good(record: "RunRecord") -> bool:
+    """The supervisor's save: on a full disk the last good record stays and supervising goes on."""
+    import sys
+
+    try:
+        record.save()
+        return True
+    except DiskFull as exc:
+        print(f"verl-deploy supervisor: {exc.strerror}; keeping the last good run.json", file=sys.stderr)
+        return False
 
 
 def reload(record: "RunRecord") -> "RunRecord":

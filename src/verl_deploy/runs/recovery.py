@@ -17,13 +17,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verl_deploy import features as registry
-from verl_deploy.spec import RunSpec
+from verl_deploy.spec import SPLIT_MODES, RunSpec
 from verl_deploy.watch.diagnosis import Diagnosis
 
 MIN_UTILIZATION = 0.3
 UTILIZATION_STEP = 0.1
 MAX_RESUBMITS = 3
 RESUBMIT_REASON = "resubmitted"  # the reason of an attempt that repeats one the scheduler ended
+RESUME_REASON = "resumed by `verl-deploy resume`"  # the retry budget counts again from such an attempt
 ADVICE = ("give each device less work: a smaller max_response_length or batch, more devices, or a larger "
           "TP/PP (--train-tp/--train-pp)")
 
@@ -50,52 +51,76 @@ def _states(spec: RunSpec) -> dict[str, bool]:
 def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before: list[str], *,
            scheduler: dict | None = None, resubmits_done: int = 0) -> Decision:
     """`retries_done`: recovery attempts so far; `added_before`: features this tool added last time;
-    `scheduler`: the scheduler's word on the ended attempt (backends.base scheduler_state)."""
-    failure = diagnosis.class_id
+    `scheduler`: the scheduler's word on the ended attempt (Backend.scheduler_state)."""
     if scheduler and scheduler.get("resubmit"):
-        what = f"{scheduler.get('state')}: {scheduler.get('cause') or scheduler.get('reason') or ''}".rstrip(": ")
-        if resubmits_done >= MAX_RESUBMITS:
-            return Decision(False, f"the scheduler ended the job again ({what}) after {resubmits_done} resubmissions; "
-                                   "ask the cluster's admins about the nodes")
-        return Decision(True, f"{RESUBMIT_REASON}: the scheduler ended the job ({what}), not the training")
-    sched_failure = (scheduler or {}).get("failure") or {}
-    if failure is None and sched_failure.get("class") == "host_oom":
-        failure = "host_oom"
-    elif failure is None and sched_failure:
-        return Decision(False, f"{sched_failure.get('cause')}; {sched_failure.get('fix')}")
-    if failure is None:
-        return Decision(False, "the training exited with an error but the log names no known failure; "
-                               "see `verl-deploy logs --errors`")
+        return _resubmit(scheduler, resubmits_done)
+    failure = _failure_class(diagnosis, scheduler)
+    if isinstance(failure, Decision):
+        return failure
     if retries_done >= spec.max_oom_retries and failure in ("device_oom", "rollout_kv_cache_insufficient"):
         return Decision(False, f"{failure} again after {retries_done} automatic retries (MAX_OOM_RETRIES="
                                f"{spec.max_oom_retries}); {ADVICE}")
     if failure == "device_oom" and diagnosis.retryable is False:
         return Decision(False, "device OOM that a retry will not fix: " + (diagnosis.cause or ""))
     if failure == "rollout_kv_cache_insufficient" or (failure == "device_oom" and diagnosis.phase == "rollout"):
-        lowered = round(spec.gpu_memory_utilization - UTILIZATION_STEP, 2)
-        if lowered < MIN_UTILIZATION:
-            return Decision(False, f"{failure} in the rollout with gpu_memory_utilization already at "
-                                   f"{spec.gpu_memory_utilization}; raise the rollout TP (--gen-tp) or shorten the sequences")
-        from verl_deploy.spec import SPLIT_MODES
-
-        pool = f" pool (its own {spec.rollout_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
-        return Decision(True, f"{failure} in the rollout{pool}: gpu_memory_utilization {spec.gpu_memory_utilization} -> "
-                              f"{lowered}",
-                        {"gpu_memory_utilization": lowered})
+        return _rollout_oom(failure, spec)
     if failure == "device_oom":
-        states = _states(spec)
-        for name in _ladder(spec):
-            feature = registry.BY_NAME[name]
-            if feature.applies_to(spec.framework, spec.device) and not states.get(name):
-                from verl_deploy.spec import SPLIT_MODES
-
-                pool = f" in the trainer pool ({spec.trainer_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
-                return Decision(True, f"device OOM during {diagnosis.phase_label or 'training'}{pool}: adding {name}",
-                                {"oom_features": [*spec.oom_features, name]}, [name])
-        return Decision(False, f"device OOM with {', '.join(_ladder(spec))} already on; {ADVICE}")
+        return _training_oom(diagnosis, spec)
     if failure == "host_oom":
-        note = (f" This tool had just added {', '.join(added_before)}, which moves state into host memory: "
-                f"relaunch without it (--features -{added_before[0]}) if device memory allows."
-                if "offload" in added_before else "")
-        return Decision(False, "host (CPU) memory ran out; offload would make it worse, so no retry." + note)
+        return _host_oom(added_before)
     return Decision(False, f"{failure}: {diagnosis.cause or ''}".strip())
+
+
+def _failure_class(diagnosis: Diagnosis, scheduler: dict | None) -> str | Decision:
+    """What failed: the log's class, else what the scheduler says it ended (its memory limit is the host's OOM);
+    a Decision to stop when neither names a failure recovery knows."""
+    sched_failure = (scheduler or {}).get("failure") or {}
+    if diagnosis.class_id is not None:
+        return diagnosis.class_id
+    if sched_failure.get("class") == "host_oom":
+        return "host_oom"
+    if sched_failure:
+        return Decision(False, f"{sched_failure.get('cause')}; {sched_failure.get('fix')}")
+    return Decision(False, "the training exited with an error but the log names no known failure; "
+                           "see `verl-deploy logs --errors`")
+
+
+def _resubmit(scheduler: dict, resubmits_done: int) -> Decision:
+    """The scheduler ended the job (a failed or preempted node): the same spec again, a bounded number of times."""
+    what = f"{scheduler.get('state')}: {scheduler.get('cause') or scheduler.get('reason') or ''}".rstrip(": ")
+    if resubmits_done >= MAX_RESUBMITS:
+        return Decision(False, f"the scheduler ended the job again ({what}) after {resubmits_done} resubmissions; "
+                               "ask the cluster's admins about the nodes")
+    return Decision(True, f"{RESUBMIT_REASON}: the scheduler ended the job ({what}), not the training")
+
+
+def _rollout_oom(failure: str, spec: RunSpec) -> Decision:
+    """The rollout's KV cache: a lower gpu_memory_utilization (offload does not help there), not below the floor."""
+    lowered = round(spec.gpu_memory_utilization - UTILIZATION_STEP, 2)
+    if lowered < MIN_UTILIZATION:
+        return Decision(False, f"{failure} in the rollout with gpu_memory_utilization already at "
+                               f"{spec.gpu_memory_utilization}; raise the rollout TP (--gen-tp) or shorten the sequences")
+    pool = f" pool (its own {spec.rollout_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
+    return Decision(True, f"{failure} in the rollout{pool}: gpu_memory_utilization {spec.gpu_memory_utilization} -> "
+                          f"{lowered}",
+                    {"gpu_memory_utilization": lowered})
+
+
+def _training_oom(diagnosis: Diagnosis, spec: RunSpec) -> Decision:
+    """Device OOM in training or log-prob: the next memory feature of the ladder that is not on yet."""
+    states = _states(spec)
+    for name in _ladder(spec):
+        feature = registry.BY_NAME[name]
+        if feature.applies_to(spec.framework, spec.device) and not states.get(name):
+            pool = f" in the trainer pool ({spec.trainer_gpus} devices per node)" if spec.mode in SPLIT_MODES else ""
+            return Decision(True, f"device OOM during {diagnosis.phase_label or 'training'}{pool}: adding {name}",
+                            {"oom_features": [*spec.oom_features, name]}, [name])
+    return Decision(False, f"device OOM with {', '.join(_ladder(spec))} already on; {ADVICE}")
+
+
+def _host_oom(added_before: list[str]) -> Decision:
+    """Host memory: never offload (it moves more into host memory); name the offload this tool added, if it did."""
+    note = (f" This tool had just added {', '.join(added_before)}, which moves state into host memory: "
+            f"relaunch without it (--features -{added_before[0]}) if device memory allows."
+            if "offload" in added_before else "")
+    return Decision(False, "host (CPU) memory ran out; offload would make it worse, so no retry." + note)

@@ -61,7 +61,7 @@ def _part(spec: RunSpec, changes: dict, *, steps: int, save_freq: int) -> RunSpe
 def _wait(record: RunRecord, timeout: float) -> RunRecord:
     import time
 
-    from verl_deploy.runs.control import ensure_supervised
+    from verl_deploy.runs.supervisor import ensure_supervised
     from verl_deploy.runs.record import TERMINAL
 
     deadline = time.monotonic() + timeout

@@ -1,18 +1,35 @@
-"""Resuming an ended run: its spec with the changes asked for, a new attempt of the same record, a new supervisor.
+"""The resume stage: an ended run's spec with the changes asked for -> confirm -> its next attempt -> supervise.
 
-The attempt starts from the newest complete checkpoint (control.with_resume_point, as every retry does);
-the OOM ladder's retry budget counts again from this attempt.
+Like a launch (runs/launch.py), with the same record continued: the spec is the run's own plus the
+changes, compiled once, confirmed, and started as the next attempt from the newest complete checkpoint
+(attempts.with_resume_point, as every retry does) on the run's backend; the OOM ladder's retry budget
+counts again from this attempt.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-from verl_deploy.findings import Finding, error
+from verl_deploy.backends.protocol import BackendError
+from verl_deploy.findings import Finding, UserError, error
+from verl_deploy.pipeline import Prepared, prepare_spec
+from verl_deploy.runs.attempts import spec_of, start_attempt
+from verl_deploy.runs.ckptlock import live_users
+from verl_deploy.runs.launch import Confirm, prepare_backend, supervise_started
 from verl_deploy.runs.record import RunRecord
+from verl_deploy.runs.recovery import RESUME_REASON
 
-RESUME_REASON = "resumed by `verl-deploy resume`"
+
+@dataclass(frozen=True)
+class ResumeRequest:
+    """What `resume` changes in the run's spec, and how long the start may take."""
+
+    features: Optional[str] = None  # `recompute,-offload`: added, or turned off with a leading -
+    max_response_length: Optional[int] = None
+    gpu_memory_utilization: Optional[float] = None
+    start_timeout: float = 180.0
 
 
 class ResumeError(Exception):
@@ -36,13 +53,19 @@ def _feature_changes(spec, listed: str) -> dict:
     return {"features": features, "oom_features": oom, "estimate_features": estimate}
 
 
-def prepare_resume(record: RunRecord, *, features: str | None = None, max_response_length: int | None = None,
-                   gpu_memory_utilization: float | None = None):
-    """(the prepared spec of the next attempt, the fields changed) or ResumeError with every problem."""
-    from verl_deploy.pipeline import prepare_spec
-    from verl_deploy.runs.ckptlock import live_users
-    from verl_deploy.runs.control import spec_of
+def resume(record: RunRecord, request: ResumeRequest, *, confirm: Confirm,
+           say: Callable[[str], None]) -> RunRecord:
+    """Run the stage: ResumeError (findings) when refused; what the backend raises when it could not start."""
+    prepared, changes = prepare_resume(record, features=request.features,
+                                       max_response_length=request.max_response_length,
+                                       gpu_memory_utilization=request.gpu_memory_utilization)
+    confirm(prepared, f"resume run {record.id} ({record.backend} backend)", [])
+    return start_resume(record, prepared, changes, start_timeout=request.start_timeout, say=say)
 
+
+def prepare_resume(record: RunRecord, *, features: str | None = None, max_response_length: int | None = None,
+                   gpu_memory_utilization: float | None = None) -> tuple[Prepared, dict]:
+    """(the prepared spec of the next attempt, the fields changed) or ResumeError with every problem."""
     if record.state == "succeeded":
         raise ResumeError([error("run", f"run {record.id} already succeeded: there is nothing to resume",
                                  "start a new run with `verl-deploy launch` (another --ckpts-dir, or more "
@@ -59,8 +82,6 @@ def prepare_resume(record: RunRecord, *, features: str | None = None, max_respon
     if gpu_memory_utilization is not None:
         changes["gpu_memory_utilization"] = gpu_memory_utilization
     if changes:
-        from verl_deploy.findings import UserError
-
         try:
             spec = spec.with_changes(source="flag", **changes)
         except (UserError, ValueError) as exc:
@@ -76,19 +97,15 @@ def prepare_resume(record: RunRecord, *, features: str | None = None, max_respon
     return prepared, changes
 
 
-def start_resume(record: RunRecord, spec, changes: dict, *, start_timeout: float,
+def start_resume(record: RunRecord, prepared: Prepared, changes: dict, *, start_timeout: float,
                  say: Callable[[str], None]) -> RunRecord:
-    """The next attempt of the record, started, with a supervisor; returns once its log advances."""
-    from verl_deploy.runs.control import spawn_supervisor, start_attempt
-    from verl_deploy.runs.launch import verify_started
-
-    if record.backend == "docker":
-        from verl_deploy.backends.docker import DockerError, ensure_container
-
-        try:
-            ensure_container(spec, say=say, warn=lambda text: say(f"warning: {text}"))
-        except DockerError as exc:
-            raise ResumeError([error("container", str(exc), exc.fix, area="environment")]) from None
+    """The next attempt of the record, started from `prepared` (its Plan compiled once), with a supervisor;
+    returns once its log advances."""
+    spec = prepared.spec
+    try:
+        prepare_backend(record, spec, say)
+    except BackendError as exc:
+        raise ResumeError([error("container", str(exc), exc.fix, area="environment")]) from None
     try:
         (record.directory / "stop").unlink()  # the stop of the last attempt is not this attempt's
     except FileNotFoundError:
@@ -96,7 +113,5 @@ def start_resume(record: RunRecord, spec, changes: dict, *, start_timeout: float
     record.state, record.failure, record.launcher_pid = "starting", None, os.getpid()
     record.save()
     shown = ", ".join(f"{k}={v}" for k, v in changes.items() if k not in ("oom_features", "estimate_features"))
-    start_attempt(record, spec, RESUME_REASON + (f" ({shown})" if shown else ""), [], changes)
-    record.supervisor_pid = spawn_supervisor(record.id)
-    record.save()
-    return verify_started(record, start_timeout)
+    start_attempt(record, spec, RESUME_REASON + (f" ({shown})" if shown else ""), [], changes, prepared)
+    return supervise_started(record, start_timeout)

@@ -33,11 +33,18 @@ class DeviceReading:
     at: float = 0.0
 
 
+def _handle(record):
+    """The current attempt's handle: where its training runs (a container, a cluster), as its backend recorded."""
+    return record.current.handle if record.current else None
+
+
 def runner_for(record):
+    """Commands run where the attempt's training runs: in its container, else on this host."""
     from verl_deploy.preflight.commands import ContainerRunner, Runner
 
-    container = record.spec.get("container")
-    return ContainerRunner(container, timeout=8) if record.backend == "docker" and container else Runner(timeout=8)
+    handle = _handle(record)
+    container = handle.container if handle is not None else None
+    return ContainerRunner(container, timeout=8) if container else Runner(timeout=8)
 
 
 def _npu_aicore(text: str) -> list[int | None]:
@@ -72,7 +79,8 @@ def read_devices(record) -> DeviceReading:
     """One reading of the run's devices; a missing or failing tool is a reading with a problem."""
     from verl_deploy.preflight.devices import QUERY_ARGS, dcmi_error, parse_npu_smi, parse_nvidia_csv
 
-    if record.backend == "ray":
+    handle = _handle(record)
+    if handle is not None and handle.remote_cluster:
         return DeviceReading([], "devices are on the Ray cluster: see its dashboard", time.time())
     runner = runner_for(record)
     wanted = set(record.spec.get("devices") or [])

@@ -1,5 +1,4 @@
-"""The backend interface (start, finished, alive, stop, check_stop, scheduler_state, extra_files) and the
-detached process every backend uses.
+"""The detached process every backend starts, and how this tool tells it from any later process.
 
 A training is started by a small host shell in its own session: `"$@" >> LOG 2>&1; echo $? > EXIT`.
 So it survives the supervisor (even `kill -9`), its output lands in a host file the watcher
@@ -16,63 +15,16 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Protocol
 
 import psutil
 
 from verl_deploy import boundedread
+from verl_deploy.backends.handle import Handle
 
 WRAPPER = '"$@" >>"$VD_LOG" 2>&1; code=$?; echo "$code" > "$VD_EXIT.tmp"; mv "$VD_EXIT.tmp" "$VD_EXIT"'
 
 
-class Backend(Protocol):
-    name: str
-
-    def start(self, scripts_dir: Path, attempt_dir: Path) -> dict: ...
-
-    def finished(self, handle: dict) -> int | None: ...
-
-    def alive(self, handle: dict) -> bool: ...
-
-    def stop(self, handle: dict) -> None: ...
-
-    def check_stop(self, handle: dict) -> None: ...
-
-    def scheduler_state(self, handle: dict) -> dict | None: ...
-
-    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]: ...
-
-
-class DetachedProcess:
-    """`finished` and `alive` for backends whose attempt is a process started by `start_detached`."""
-
-    def finished(self, handle: dict) -> int | None:
-        return exit_code(handle)
-
-    def scheduler_state(self, handle: dict) -> dict | None:
-        """What the scheduler says of the attempt: {"scheduler", "state", "reason", "resubmit", "failure", ...}."""
-        path = handle.get("scheduler_file")
-        if not path:
-            return None
-        try:
-            data = boundedread.read_json(path, 1 << 20)
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
-
-    def check_stop(self, handle: dict) -> None:
-        """Raise (one line with the fix) when `stop` could not reach what runs the attempt; before anything is
-        touched. A local process can always be stopped."""
-
-    def extra_files(self, plan, scripts_dir: Path) -> dict[str, str]:
-        """Files written beside the attempt's scripts (submit.sbatch, rayjob.yaml): {name: content}."""
-        return {}
-
-    def alive(self, handle: dict) -> bool:
-        return recorded_alive(handle) and exit_code(handle) is None
-
-
-def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = None, env: dict | None = None) -> dict:
+def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = None, env: dict | None = None) -> Handle:
     """Run argv in a new session with output to attempt_dir/train.log and the exit code to attempt_dir/exit_code."""
     attempt_dir.mkdir(parents=True, exist_ok=True)
     log, exit_file = attempt_dir / "train.log", attempt_dir / "exit_code"
@@ -81,18 +33,20 @@ def start_detached(argv: list[str], attempt_dir: Path, *, cwd: Path | None = Non
     process = subprocess.Popen(["bash", "-c", WRAPPER, "verl-deploy-run", *argv], cwd=cwd, env=full_env,
                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
-    handle = {"pid": process.pid, "log": str(log), "exit_file": str(exit_file), "spawned": time.time()}
+    handle = Handle(pid=process.pid, log=str(log), exit_file=str(exit_file), spawned=time.time())
     identity = process_identity(process.pid)
     if identity is not None:
         # the cmdline is what the session leader runs once exec'd (this instant it may still be our fork)
-        handle["identity"] = {**identity, "cmdline": ["bash", "-c", WRAPPER, "verl-deploy-run", *argv]}
+        handle.identity = {**identity, "cmdline": ["bash", "-c", WRAPPER, "verl-deploy-run", *argv]}
     return handle
 
 
-def exit_code(handle: dict) -> int | None:
+def exit_code(handle: Handle) -> int | None:
+    if not handle.exit_file:
+        return None
     try:
-        return int(boundedread.read_text(handle["exit_file"], 64).strip())
-    except (OSError, ValueError, KeyError, TypeError):
+        return int(boundedread.read_text(handle.exit_file, 64).strip())
+    except (OSError, ValueError, TypeError):
         return None
 
 
@@ -122,20 +76,20 @@ def process_identity(pid: int) -> dict | None:
         return None
 
 
-def stranger(handle: dict) -> str | None:
+def stranger(handle: Handle) -> str | None:
     """Why the process now at the handle's pid is not the one this tool started, or None (it is, or it is gone).
 
     A pid is reused once its process has ended: after the run's process died (kill -9, a reboot)
     another program of this user may hold it. Only the start time and process group recorded at
     start tell them apart; a handle without them (an older record) is matched on its `spawned` time.
     """
-    pid = handle.get("pid")
+    pid = handle.pid
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 1:
         return f"its recorded pid {pid!r} is not a process id" if pid else None
     live = process_identity(pid)
     if live is None:
         return None
-    recorded = handle.get("identity")
+    recorded = handle.identity
     if isinstance(recorded, dict):
         if live["start_ticks"] == recorded.get("start_ticks") and live["pgid"] == recorded.get("pgid"):
             return None
@@ -144,26 +98,26 @@ def stranger(handle: dict) -> str | None:
             started = psutil.Process(pid).create_time()
         except psutil.Error:
             return None
-        spawned = handle.get("spawned")
+        spawned = handle.spawned
         if isinstance(spawned, (int, float)) and abs(started - spawned) < 2.0 and live["pgid"] == pid:
             return None
     command = " ".join(live["cmdline"])[:80] or "?"
     return f"pid {pid} is now another process ({command!r}), not the one this run started"
 
 
-def recorded_alive(handle: dict) -> bool:
+def recorded_alive(handle: Handle) -> bool:
     """The process this tool started for the handle is still running (not a later one with its pid)."""
-    return process_alive(handle.get("pid")) and stranger(handle) is None
+    return process_alive(handle.pid) and stranger(handle) is None
 
 
-def stop_group(handle: dict, grace: float = 10.0) -> str | None:
+def stop_group(handle: Handle, grace: float = 10.0) -> str | None:
     """SIGTERM the process group this tool started, SIGKILL what is left after `grace` seconds.
 
     Nothing is signalled when the pid now belongs to another process (the reason is returned). While
     the leader is alive its identity is checked; once it has ended, the group id stays reserved by the
     kernel for as long as any member lives, so signalling the group reaches only members of ours.
     """
-    pid = handle.get("pid")
+    pid = handle.pid
     if not pid:
         return None
     why = stranger(handle)

@@ -13,7 +13,7 @@ import os
 
 from verl_deploy import __version__
 from verl_deploy.compiler import Plan
-from verl_deploy.sched.options import SchedulerOptions
+from verl_deploy.backends.scheduler_options import SchedulerOptions
 
 
 def shared_dirs(spec) -> list[str]:

@@ -18,8 +18,8 @@ import yaml
 
 from verl_deploy import __version__
 from verl_deploy.compiler import Plan
-from verl_deploy.sched.options import RAY_TOKEN_KEY, SchedulerOptions
-from verl_deploy.sched.sbatch import shared_dirs
+from verl_deploy.backends.scheduler_options import RAY_TOKEN_KEY, SchedulerOptions
+from verl_deploy.backends.slurm_script import shared_dirs
 
 SCRIPTS_MOUNT = "/verl-deploy"
 SECRET_KEY = "api-key"

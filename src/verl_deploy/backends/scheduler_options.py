@@ -1,4 +1,5 @@
-"""The scheduler's own settings (partition, time, gres name, namespace, volumes, ...), checked once.
+"""The scheduler's own settings (partition, time, gres name, namespace, volumes, ...), checked once, and the
+backends built from them.
 
 They are not part of the RunSpec: the same training runs on any scheduler. `generate
 --scheduler` and `launch --backend slurm|kuberay` build one SchedulerOptions from the flags; the
@@ -8,11 +9,15 @@ run record keeps it (backend_options) so every attempt is submitted the same way
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from verl_deploy.findings import UserError, error
+from verl_deploy.backends.protocol import ScheduledBackend, Target
+from verl_deploy.findings import Finding, UserError, error
+
+if TYPE_CHECKING:
+    from verl_deploy.spec import RunSpec
 
 SLURM_TIME = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|\d+-\d+|UNLIMITED|INFINITE", re.IGNORECASE)
 K8S_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -227,3 +232,28 @@ def build(**values) -> SchedulerOptions:
         flag = FLAG_OF.get(field, field)
         fix = getattr(cause, "fix", None) or f"fix {flag} (see --help)"
         raise UserError([error(flag.lstrip("-"), f"{flag}: {message}", fix)]) from None
+
+
+class OptionsBackend(ScheduledBackend):
+    """A scheduler backend built from the spec and its SchedulerOptions (Slurm, KubeRay)."""
+
+    def __init__(self, spec: RunSpec | None, options: SchedulerOptions):
+        self.spec = spec  # None when rebuilt from a damaged record: stop still works, it reads the handle
+        self.options = options
+
+    @classmethod
+    def configure(cls, spec: RunSpec, target: Target) -> tuple[dict, list[Finding]]:
+        try:
+            options = build(**target.scheduler)
+        except UserError as exc:
+            return {}, list(exc.findings)
+        return {"scheduler": options.model_dump(mode="json")}, cls.check_cluster(spec, options)
+
+    @classmethod
+    def check_cluster(cls, spec: RunSpec, options: SchedulerOptions) -> list[Finding]:
+        """What the scheduler says before anything is submitted: could it ever run this job?"""
+        return []
+
+    @classmethod
+    def from_options(cls, options: dict, spec: RunSpec | None, container: str | None, run_dir: str) -> "OptionsBackend":
+        return cls(spec, SchedulerOptions(**options.get("scheduler", {})))

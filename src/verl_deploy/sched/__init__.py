@@ -1,1 +1,0 @@
-"""Cluster schedulers: what `generate --scheduler` writes (submit.sbatch, rayjob.yaml) and their options."""
