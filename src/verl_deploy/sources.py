@@ -259,8 +259,8 @@ def _validated(merged: Layers) -> RunSpec:
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
     if "image" not in merged.values:
         sources["image"] = "derived"  # from verl_version and device (images.py)
-    if spec.sources.get("logger") and "logger" not in sources:  # lifted from -o trainer.logger=... (spec.py)
-        sources["logger"] = spec.sources["logger"]
+    for name, label in spec.sources.items():  # what the spec's own validators set: the logger lifted from
+        sources.setdefault(name, label)      # -o trainer.logger=..., GRPO's defaults (spec.py)
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
 

@@ -593,7 +593,9 @@ class RunSpec(BaseModel):
             from verl_deploy.profiles.algorithms import GRPO_SPEC_DEFAULTS
 
             given = {k: v for k, v in data.items() if v is not None or k not in GRPO_SPEC_DEFAULTS}
-            data = {**GRPO_SPEC_DEFAULTS, **given}
+            filled = {name: "default of --algorithm grpo (verl's GRPO scripts)" for name in GRPO_SPEC_DEFAULTS
+                      if name not in given and GRPO_SPEC_DEFAULTS[name] != cls.model_fields[name].default}
+            data = {**GRPO_SPEC_DEFAULTS, **given, "sources": {**filled, **(data.get("sources") or {})}}
         return data
 
     @field_validator("*", mode="before")

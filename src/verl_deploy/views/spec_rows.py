@@ -47,16 +47,23 @@ def shown_value(spec: RunSpec, name: str, superseded: Mapping[str, str] | None =
 
 def shown_fields(spec: RunSpec, superseded: Mapping[str, str], everything: bool) -> list[tuple[str, str, str, str]]:
     """(section, field, value, source) rows: every field, or the deciding ones (where they mean something in this
-    run) plus every one not left at its default (a derived value is shown only where it decides the run)."""
+    run) plus every one not left at its default: set, detected, or derived to another value (--nodes' head as
+    master_addr); what an unset field stands for is shown only where it decides the run."""
     rows = []
     for title, names in SECTIONS:
         for name in names:
             value, source = shown_value(spec, name, superseded)
             applies = spec.applies(name)
             deciding = name in DECIDING and value != UNSET and applies
-            if everything or source not in ("default", "derived") or deciding:
+            if everything or source not in ("default", "derived") or deciding or _changed(spec, name):
                 rows.append((title, name, value, source if applies else f"{source}; {unused_note(name)}"))
     return rows
+
+
+def _changed(spec: RunSpec, name: str) -> bool:
+    """Does the field hold a value other than its declared default (one the run derived, not one it stands for)?"""
+    value = getattr(spec, name)
+    return value is not None and value != RunSpec.model_fields[name].get_default(call_default_factory=True)
 
 
 def unused_note(name: str) -> str:
