@@ -92,6 +92,17 @@ def _imports_nothing(pythonpath: str) -> bool:
     return True
 
 
+def child_env(env: dict) -> dict:
+    """ENV for a child process, its PYTHONPATH followed by this process's entries: a test's own PYTHONPATH (the
+    fake host's torch_npu, a copied tree) comes first, and the tree under test (a worktree's src, which the
+    venv's editable install would otherwise replace with the main checkout's) is still imported."""
+    ours = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    theirs = [entry for entry in str(env.get("PYTHONPATH", "")).split(os.pathsep) if entry]
+    if not ours or "PYTHONPATH" not in env:
+        return dict(env)
+    return {**env, "PYTHONPATH": os.pathsep.join(dict.fromkeys(theirs + ours))}
+
+
 def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: Path | None = None,
             subprocess_only: bool = False):
     """Run the real `verl-deploy` as a user would: in this process through the app's `main` path (tests/inprocess.py),
@@ -104,8 +115,7 @@ def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: 
 
         overrides.setdefault("COLUMNS", os.environ.get("COLUMNS", "200"))
         return run_in_process(list(args), overrides, input, cwd)
-    full_env = dict(os.environ)
-    full_env.update(env or {})
+    full_env = child_env({**os.environ, **(env or {})})
     full_env.setdefault("COLUMNS", "200")
     return subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, env=full_env, input=input,
                           cwd=cwd, timeout=240)

@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import VERL_BIN
+from conftest import VERL_BIN, child_env
 
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 
@@ -30,7 +30,7 @@ def closed_port() -> int:
 def agent(env: dict, *args: str, timeout: float = 240) -> tuple[int, dict]:
     """Run verl-deploy as an agent does: no terminal (stdin closed), --json; stdout must be one JSON document."""
     done = subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          env={**os.environ, **env}, timeout=timeout)
+                          env=child_env({**os.environ, **env}), timeout=timeout)
     try:
         document = json.loads(done.stdout)
     except ValueError as exc:
@@ -126,7 +126,7 @@ def test_the_end_of_a_failed_run_names_the_rung_not_tried_and_resume_continues_t
     done = subprocess.run([*VERL_BIN, "launch", "--search-root", str(npu_host["root"]), "--run-dir", str(verl),
                            "--ckpts-dir", str(tmp_path / "ckpts"), "--train-steps", "8", "--save-freq", "2",
                            "--backend", "local", "--yes", "--follow"], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, env={**os.environ, **env}, timeout=240)
+                          stdin=subprocess.DEVNULL, env=child_env({**os.environ, **env}), timeout=240)
     assert done.returncode == 1, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     end = lines[lines.index(next(line for line in lines if line.startswith("next: "))) - 2:]

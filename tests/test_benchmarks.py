@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import child_env
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 QUICKEST = {  # benchmark -> (arguments, a line its output must have)
     "check.py": (["1"], r"median \d"),
@@ -42,7 +44,7 @@ def run_benchmark(name: str, arguments: list[str], expected: str, tmp_path: Path
     blocker = tmp_path / "no-pytest" / "pytest"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'pytest'\")\n")
-    env = {**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path), **(env or {})}
+    env = child_env({**os.environ, "PYTHONPATH": str(blocker.parent), "TMPDIR": str(tmp_path), **(env or {})})
     result = subprocess.run([sys.executable, str(BENCHMARKS / name), *arguments], capture_output=True, text=True,
                             env=env, cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -102,9 +102,10 @@ def test_hostfiles_that_are_devices_or_fifos_and_an_endless_key_on_stdin_are_ref
     for path, kind in (("/dev/zero", "a character device"), (str(fifo), "a FIFO")):
         one_error_line(run_cli("plan", "--nodes", "@" + path, env=dirs["env"], cwd=dirs["tmp"]), "nodes", kind)
     with open("/dev/zero", "rb") as zero:
-        result = subprocess.run([*__import__("conftest").VERL_BIN, "plan", "--swanlab-api-key", "-"], stdin=zero,
-                                capture_output=True, text=True, env={**os.environ, **dirs["env"]}, cwd=dirs["tmp"],
-                                timeout=120)
+        conftest = __import__("conftest")
+        result = subprocess.run([*conftest.VERL_BIN, "plan", "--swanlab-api-key", "-"], stdin=zero,
+                                capture_output=True, text=True, env=conftest.child_env({**os.environ, **dirs["env"]}),
+                                cwd=dirs["tmp"], timeout=120)
     one_error_line(result, "swanlab_api_key", "longer than")
 
 

@@ -11,7 +11,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, child_env, run_cli
 from test_launch import trainer, wait_for  # noqa: F401 - the stand-in trainer's fixture
 
 KEY = "sk-bundle-7f3a9c2e5b1d"
@@ -45,7 +45,7 @@ def test_a_failed_run_with_the_key_in_its_60mb_log_gives_a_small_redacted_bundle
            "STANDIN_LINES_FILE": str(lines), "VERL_DEPLOY_SECRET_PATTERNS": "corp-[0-9a-f]{16}\n"}
     result = subprocess.run([*VERL_BIN, "launch", *trainer["args"], "--swanlab", "yes", "--swanlab-mode", "local",
                              "--swanlab-api-key", "-", "--json"], input=KEY + "\n", capture_output=True, text=True,
-                            env=env, timeout=240)
+                            env=child_env(env), timeout=240)
     assert result.returncode == 0, result.stderr[-2000:]
     run = json.loads(result.stdout)
     final = wait_for(trainer, run["id"], lambda d: d["state"] in ("succeeded", "failed"), timeout=240)
@@ -92,7 +92,7 @@ def test_a_failed_run_with_the_key_in_its_60mb_log_gives_a_small_redacted_bundle
 
 def test_bundle_refuses_a_bad_output_and_a_bad_pattern_in_one_line(trainer, tmp_path):
     result = subprocess.run([*VERL_BIN, "launch", *trainer["args"], "--json"], capture_output=True, text=True,
-                            env={**os.environ, **trainer["env"]}, timeout=240)
+                            env=child_env({**os.environ, **trainer["env"]}), timeout=240)
     run = json.loads(result.stdout)
     wait_for(trainer, run["id"], lambda d: d["state"] in ("succeeded", "failed"), timeout=240)
     wrong = run_cli("bundle", run["id"], "--output", str(tmp_path / "x.zip"), env=trainer["env"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, child_env, run_cli
 from rayports import free_port, node_ports
 from test_launch import STANDIN, fake_torch_npu
 from test_ray import RAY_BIN
@@ -41,6 +41,7 @@ def _launch(npu_host, name: str) -> tuple[dict, dict]:
     args = ["launch", "--yes", "--skip-check", "--backend", "local", "--run-dir", str(verl), "--config", str(config),
             "--master-addr", "127.0.0.1", "--ckpts-dir", str(tmp / f"ckpts-{name}"),
             "--model-path", str(npu_host["root"] / "models" / "Qwen3-8B"), "--train-steps", "8", "--json"]
+    env = child_env(env)
     result = subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout), env

@@ -31,7 +31,7 @@ from verl_deploy.cli.options import SPEC_OPTIONS
 from verl_deploy.sources import ENV_VARS
 from verl_deploy.spec import field_names
 
-from conftest import VERL_BIN
+from conftest import VERL_BIN, child_env
 from test_launch import trainer  # noqa: F401  (a fixture: the stand-in trainer as verl)
 
 RUNNER = CliRunner()
@@ -289,7 +289,7 @@ def test_log_content_never_stops_a_live_supervisor(trainer, content):
     assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
     assert not raw_controls(result.stdout + result.stderr), raw_controls(result.stdout + result.stderr)
     shown = subprocess.run([*VERL_BIN, "status", "--json"], capture_output=True, text=True, timeout=60,
-                           env={**os.environ, **trainer["env"]})
+                           env=child_env({**os.environ, **trainer["env"]}))
     final = json.loads(shown.stdout)
     assert final["state"] in ("succeeded", "failed") and final["supervisor_deaths"] == [], final
     assert final["attempts"][0]["exit_code"] == 0  # the training ran to its end, watched all the way

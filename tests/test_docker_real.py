@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, FIXTURES, HW, TRAIN_ROWS, VERL_BIN, make_model, TINY_MODEL, write_train_rows
+from conftest import FAKES, FIXTURES, HW, TRAIN_ROWS, VERL_BIN, child_env, make_model, TINY_MODEL, write_train_rows
 
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a private dockerd and mknod need root")
@@ -44,7 +44,7 @@ def cli_env(engine, tmp: Path, **extra: str) -> dict:
            "VERL_DEPLOY_STATE_DIR": str(tmp / "state"), "VERL_DEPLOY_CONFIG_DIR": str(tmp / "config"),
            "HOME": str(tmp / "home")}
     env.update(extra)
-    return env
+    return child_env(env)
 
 
 def cli(env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, child_env, run_cli
 from test_launch import fake_torch_npu, launch, status, trainer, wait_for  # noqa: F401  (trainer is a fixture)
 
 DONE = ("succeeded", "failed", "stopped")
@@ -151,7 +151,7 @@ def test_a_killed_trainer_is_a_named_failure(trainer):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_launch_killed_at_a_random_point_ends_in_a_true_record(trainer, seed):
     delay = random.Random(seed).uniform(0.5, 6.0)
-    env = {**os.environ, **trainer["env"], "COLUMNS": "200"}
+    env = child_env({**os.environ, **trainer["env"], "COLUMNS": "200"})
     process = subprocess.Popen([*VERL_BIN, "launch", *trainer["args"], "--json"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=env)
     time.sleep(delay)

@@ -20,7 +20,7 @@ import pytest
 import pyte
 import yaml
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, child_env, run_cli
 
 DOWN, UP = "\x1b[B", "\x1b[A"
 CLEAR = "\x7f" * 300  # backspaces: erase the prefilled text
@@ -30,9 +30,8 @@ class Terminal:
     """The CLI on a real pseudo-terminal; its output also drawn on a pyte screen, as a user would see it."""
 
     def __init__(self, args: list[str], env: dict):
-        full = dict(os.environ, **env, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="140", LINES="50")
-        if env.get("PYTHONPATH") and os.environ.get("PYTHONPATH"):  # the host's fakes, and the tree under test
-            full["PYTHONPATH"] = env["PYTHONPATH"] + os.pathsep + os.environ["PYTHONPATH"]
+        # the host's fakes, and the tree under test
+        full = child_env(dict(os.environ, **env, TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", COLUMNS="140", LINES="50"))
         self.child = pexpect.spawn(VERL_BIN[0], [*VERL_BIN[1:], *args], env=full, encoding="utf-8",
                                    dimensions=(50, 140), timeout=30)
         self.raw = ""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, VERL_BIN
+from conftest import FIXTURES, VERL_BIN, child_env
 
 BAD_LOG = "RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; " \
           "49.47 GiB already allocated; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)\n"
@@ -22,7 +22,7 @@ BAD_LOG = "RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 6
 
 def one_document(env: dict, *args: str) -> tuple[int, dict]:
     done = subprocess.run([*VERL_BIN, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          env={**os.environ, **env}, timeout=240)
+                          env=child_env({**os.environ, **env}), timeout=240)
     try:
         document = json.loads(done.stdout)  # the whole of stdout: exactly one document
     except ValueError as exc:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, run_cli, webhook_server
+from conftest import VERL_BIN, child_env, run_cli, webhook_server
 
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 
@@ -53,7 +53,7 @@ def trainer(npu_host):
 def launch(trainer, *extra, env=None, timeout=240):
     full = dict(trainer["env"], **(env or {}))
     result = subprocess.run([*VERL_BIN, "launch", *trainer["args"], *extra], capture_output=True, text=True,
-                            env={**os.environ, **full, "COLUMNS": "200"}, timeout=timeout)
+                            env=child_env({**os.environ, **full, "COLUMNS": "200"}), timeout=timeout)
     return result
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, run_cli
+from conftest import VERL_BIN, child_env, run_cli
 from rayports import free_port, node_ports
 from test_launch import STANDIN, fake_torch_npu
 from test_ray import RAY_BIN, files_holding, proc_cmdlines, ray_env, stop_cluster, write_token
@@ -79,6 +79,7 @@ def _launch(npu_host, foreign, *extra, env=None):
             "RAY_START_ARGS": ray_args, "RAY_USAGE_STATS_ENABLED": "0", "STANDIN_STEP_SECONDS": "0.3",
             "RAY_AUTH_MODE": foreign["auth"]["mode"], "STANDIN_RAY": "1",  # the driver connects, as verl's does
             "PYTHONPATH": str(fake_torch_npu(npu_host["tmp"])), "COLUMNS": "200", **(env or {})}
+    full = child_env(full)
     args = ["launch", "--yes", "--skip-check", "--backend", "local", "--run-dir", str(verl), "--config", str(config),
             "--master-addr", "127.0.0.1", "--ckpts-dir", str(npu_host["tmp"] / f"ckpts-{len(extra)}"),
             "--model-path", str(npu_host["root"] / "models" / "Qwen3-8B"), "--train-steps", "8", "--json", *extra]

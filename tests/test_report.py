@@ -56,6 +56,12 @@ READ_PLOTS = """JSON.stringify([...document.querySelectorAll('figure[data-key]')
 }))"""
 
 
+# The configuration section as the browser lays it out: each block's title and its rows' cells.
+READ_CONFIG = """JSON.stringify([...document.querySelectorAll('.config.columns > div')].map(d => ({
+  section: d.querySelector('h3').textContent,
+  rows: [...d.querySelectorAll('tr')].map(tr => [...tr.children].map(c => c.textContent))})))"""
+
+
 def number(label: str) -> float:
     return float(label.replace("\u2212", "-"))
 
@@ -182,7 +188,17 @@ def test_a_run_with_oom_retries_marks_the_attempts_on_the_step_axis(trainer, tmp
     table = config[:config.index("<h3>Hydra overrides</h3>")]
     assert "None" not in table and "[]" not in table
     # attempts, the resume and the failure are marked apart on every plot, in their own colours
-    seen = load(Path(written["html"]), tmp_path / "run.png", scripts={"plots": READ_PLOTS})
+    seen = load(Path(written["html"]), tmp_path / "run.png", scripts={"plots": READ_PLOTS, "config": READ_CONFIG})
+    # what the reader sees of the configuration: the mode and the algorithm lead it, with their sources, in plan's
+    # sections and order; no other mode's settings (the Async section is separate-async's, fully-async's...)
+    blocks = {block["section"]: block["rows"] for block in seen.values["config"]}
+    from verl_deploy.views.spec_rows import TITLES
+
+    assert list(blocks) == [title for title in TITLES if title in blocks] and "Async" not in blocks
+    assert blocks["Run"][:2] == [["mode", "dapo", "default"], ["algorithm", "dapo", "default"]]
+    assert ["train_steps", "8", "flag --train-steps"] in blocks["Hyper-parameters"]
+    shown = {row[0] for rows in blocks.values() for row in rows}
+    assert not shown & {"parameter_sync_step", "warmup_batches", "staleness_threshold", "trainer_gpus", "dapo_source"}
     plot = next(p for p in seen.values["plots"] if p["key"] == "critic/score/mean")
     assert {"attempt", "resume", "failure"} <= set(plot["marks"])
     assert len(set(plot["mark_colours"])) == 3
@@ -194,6 +210,36 @@ def test_a_run_with_oom_retries_marks_the_attempts_on_the_step_axis(trainer, tmp
     shown = run_cli("status", run["id"], env=trainer["env"]).stdout
     assert "validation (final, step 8): math_dapo acc/mean@1 0.28 · math_dapo score/mean@1 -0.44" in shown
     assert "final validation: math_dapo acc/mean@1" in seen.text
+
+
+@pytest.mark.parametrize("args", [["--mode", "separate-async", "--algorithm", "grpo", "--verl-version", "0.9.1",
+                                   "--warmup-batches", "2"],
+                                  ["--mode", "fully-async", "--verl-version", "0.9.1", "--config", "CONFIG"]])
+def test_the_reports_configuration_is_plans_rows_for_the_run(tmp_path, args):
+    """The report's configuration (views/report_config.py, from the record's spec and sources) shows each field
+    with the value and source `plan --all` shows; a mode's own settings appear in that mode."""
+    from verl_deploy.views.report_config import config_rows
+
+    config = tmp_path / "run.yaml"
+    config.write_text("staleness_threshold: 0.3\n")
+    args = [str(config) if part == "CONFIG" else part for part in args]
+    env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    document = json.loads(run_cli("plan", "--json", *args, env=env).stdout)
+    sections = config_rows({**document["spec"], "sources": document["sources"]}, document["superseded"])
+    full = run_cli("plan", "--all", *args, env=env).stdout.splitlines()
+    for title, rows in sections:
+        for name, value, origin in rows:
+            line = next(line for line in full if line.split() and line.split()[0] == name)
+            assert line.split(None, 1)[1].split() == [*value.split(), *origin.split()], (title, name, line)
+    found = {name: (value, origin) for _, rows in sections for name, value, origin in rows}
+    assert found["mode"] == (document["spec"]["mode"], "flag --mode")
+    assert "algorithm" in found and "parameter_sync_step" in found  # both modes sync weights by it
+    if document["spec"]["mode"] == "separate-async":
+        assert found["algorithm"] == ("grpo", "flag --algorithm") and found["warmup_batches"] == ("2", "flag --warmup-batches")
+        assert found["filter_groups"][1].startswith("default of --algorithm grpo") and "staleness_threshold" not in found
+    else:
+        assert found["staleness_threshold"] == ("0.3", f"file {config}") and "warmup_batches" not in found
+    assert [title for title, _ in sections].count("Async") == 1
 
 
 def test_a_file_without_metrics_still_gets_a_page_that_says_so(tmp_path):

@@ -22,7 +22,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import realverl
-from conftest import FIXTURES
+from conftest import FIXTURES, child_env
 from verl_deploy.checks import read_model_facts
 from verl_deploy.pipeline import prepare_spec
 from verl_deploy.sources import resolve
@@ -211,7 +211,7 @@ def run_probes(python_path: Path | None, version: str | None, probes: dict, scri
         if version is not None:
             result = realverl.run_with_verl(version, code)
         else:
-            env = {**os.environ, "PYTHONPATH": str(python_path)}
+            env = child_env({**os.environ, "PYTHONPATH": str(python_path)})
             result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                     timeout=600, cwd=tmp)
     line = next((l for l in result.stdout.splitlines() if l.startswith("PROBE-RESULTS ")), None)

@@ -2,8 +2,9 @@
 
 A field of ``RunSpec`` says everything about itself in its ``Field``: its flag(s) and their help and
 panel, its environment variable(s), the config-file section `init` writes it in, the wizard round that
-asks it (and the question), the section of `plan` and of the confirmation that show it, whether it is
-a secret, and the knob the compiler sends it as. The CLI options, the environment map, the config
+asks it (and the question), the section of `plan` and of the confirmation that show it, the runs it
+means something in (`when` a mode, algorithm... is chosen, `since` a verl release), whether it is a
+secret, and the knob the compiler sends it as. The CLI options, the environment map, the config
 file's sections, the wizard's rounds and the views are generated from it (``spec.listing``); only the
 knob -> verl key mapping lives elsewhere, in the profiles.
 """
@@ -35,6 +36,10 @@ class FieldMeta:
     view: Optional[str] = None  # section of `plan` (and of the report's configuration)
     summary: Optional[str] = None  # group of the confirmation before a launch
     deciding: bool = False  # `plan` shows it even at its default: it decides the run
+    # the field means something only when each named field holds one of the values (e.g. {"mode": [...]}):
+    # `plan` shows it as deciding, and the confirmation and the report show it, only then
+    when: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    since: Optional[str] = None  # ... and only from this verl release on (the release that has it)
     yes_no: bool = False  # `--flag yes|no`, not a switch
     repeat: bool = False  # the flag is given once per value (`--mount A --mount B`), not comma separated
     secret: bool = False  # never in a file, argv, a script or output (masked when shown)
@@ -54,20 +59,36 @@ class FieldMeta:
         if not isinstance(declared, dict):
             return cls()
         values: dict[str, Any] = {k: tuple(v) if k in ("flags", "env") else v for k, v in declared.items()}
+        values["when"] = {name: tuple(allowed) for name, allowed in values.get("when", {}).items()}
         return cls(**values)
+
+    def applies(self, values: Mapping[str, Any]) -> bool:
+        """Does the field mean something in a run of these field values (`when` and `since` hold)?"""
+        if any(str(values.get(name)) not in allowed for name, allowed in self.when.items()):
+            return False
+        return self.since is None or release(str(values.get("verl_version", ""))) >= release(self.since)
+
+
+def release(version: str) -> tuple[int, int, int]:
+    """"0.9.1" -> (0, 9, 1); "0.10.0.dev0" -> (0, 10, 0): the release a version string names."""
+    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split("+")[0].split(".")[:3]]
+    major, minor, patch = (parts + [0, 0, 0])[:3]
+    return major, minor, patch
 
 
 def spec_field(default: Any = ..., *, flags: str | Iterable[str] = (), help: str = "", panel: str | None = None,
                env: str | Iterable[str] = (), config: str | None = None, round: str | None = None,
                ask: str | None = None, view: str | None = None, summary: str | None = None, deciding: bool = False,
-               yes_no: bool = False, repeat: bool = False, secret: bool = False, knob: str | None = None,
+               when: Mapping[str, Iterable[str]] | None = None, since: str | None = None, yes_no: bool = False,
+               repeat: bool = False, secret: bool = False, knob: str | None = None,
                follows: Mapping[str, str] | None = None, **constraints: Any) -> Any:
     """A pydantic Field carrying the field's declaration (in json_schema_extra, so the schema shows it too)."""
     declared: dict[str, Any] = {
         "flags": [flags] if isinstance(flags, str) else list(flags), "help": help, "panel": panel,
         "env": [env] if isinstance(env, str) else list(env), "config": config, "round": round, "ask": ask,
-        "view": view, "summary": summary, "deciding": deciding, "yes_no": yes_no, "repeat": repeat, "secret": secret,
-        "knob": knob,
+        "view": view, "summary": summary, "deciding": deciding,
+        "when": {name: list(allowed) for name, allowed in (when or {}).items()}, "since": since,
+        "yes_no": yes_no, "repeat": repeat, "secret": secret, "knob": knob,
         "follows": dict(follows or {}),
     }
     assert not set(declared["follows"]) - set(TABLES), declared["follows"]

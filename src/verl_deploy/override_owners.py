@@ -27,13 +27,14 @@ DERIVED_FROM: dict[str, str] = {
 
 
 def owner_flag(knob: str) -> str | None:
-    """The flag (or --features entry) that owns this knob, or None when --override may set it."""
-    from verl_deploy.spec import RunSpec
+    """The flag (or --features entry) that owns this knob, or None when --override may set it; a field without a
+    flag (prompt_key, staleness_threshold) names its config-file line (spec.how_to_set), not a made-up flag."""
+    from verl_deploy.spec import RunSpec, how_to_set
 
     if knob in DERIVED_FROM:
         return DERIVED_FROM[knob]
     if knob in RunSpec.model_fields:
-        return "--" + knob.replace("_", "-")
+        return how_to_set(knob)
     owners = sorted({f.name for f in feature_registry.REGISTRY
                      if knob in f.on or knob in f.off or knob in f.forces})
     if owners:

@@ -27,7 +27,7 @@ from verl_deploy.findings import Finding, UserError, error
 from verl_deploy import boundedread
 from verl_deploy.boundedread import UnreadableFile
 from verl_deploy.secrets import key_path, load_swanlab_key
-from verl_deploy.spec import RunSpec, env_vars, field_names, flag_of, parse_hosts
+from verl_deploy.spec import RunSpec, env_vars, field_names, flag_of, how_to_set, parse_hosts
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names, as each field
 # declares them (spec.py): variable -> field
@@ -41,14 +41,14 @@ def where(source: str, field: str) -> str:
     """How a user changes a value that came from `source`."""
     kind, _, detail = source.partition(" ")
     if kind == "flag":
-        return f"change {detail or flag_of(field)}"
+        return f"change {detail}" if detail else f"set {how_to_set(field)}"
     if kind == "env":
         return f"change or unset {detail} in the environment"
     if kind == "file":
         return f"change {field} in {detail}"
     if kind == "answer":
         return "answer the question again"
-    return f"set {flag_of(field)}"
+    return f"set {how_to_set(field)}"
 
 
 def load_config_file(path: str | os.PathLike) -> tuple[dict[str, Any], list[Finding]]:
@@ -209,7 +209,7 @@ def _merge_layers(flags: Mapping[str, Any], environ: Mapping[str, str], config_f
     if offload and offload not in TRUTHY | FALSY:
         findings.append(error("features", f"ENABLE_OFFLOAD={environ['ENABLE_OFFLOAD'][:40]!r} is neither on nor off",
                               "set ENABLE_OFFLOAD=1 to add offload, 0 (or unset it) to leave it to the features"))
-    merged.add({k: v for k, v in flags.items() if v is not None}, {k: f"flag {flag_of(k)}" for k in flags})
+    merged.add({k: v for k, v in flags.items() if v is not None}, {k: f"flag {flag_of(k) or ''}".strip() for k in flags})
     merged.add(answers, "answer")
     if findings:
         raise UserError(findings)
@@ -259,8 +259,8 @@ def _validated(merged: Layers) -> RunSpec:
         raise UserError([_finding_from_pydantic(err, sources) for err in exc.errors()]) from None
     if "image" not in merged.values:
         sources["image"] = "derived"  # from verl_version and device (images.py)
-    if spec.sources.get("logger") and "logger" not in sources:  # lifted from -o trainer.logger=... (spec.py)
-        sources["logger"] = spec.sources["logger"]
+    for name, label in spec.sources.items():  # what the spec's own validators set: the logger lifted from
+        sources.setdefault(name, label)      # -o trainer.logger=..., GRPO's defaults (spec.py)
     full_sources = {name: sources.get(name, "default") for name in field_names()}
     return spec.model_copy(update={"sources": full_sources})
 

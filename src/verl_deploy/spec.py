@@ -141,6 +141,12 @@ def mount_destination(mount: str) -> str:
     return posixpath.normpath(mount.split(":")[1]).replace("//", "/")
 
 
+# modes whose trainer and rollout own separate devices (TRAINER_GPUS / ROLLOUT_GPUS)
+SPLIT_MODES = ("one-step-off", "separate-async", "fully-async")
+# the modes of verl's V1 trainer that run asynchronously (verl/trainer/ppo/v1/, 0.9.0+)
+V1_ASYNC_MODES = ("colocate-async", "separate-async")
+
+
 def _is_number_field(annotation: object) -> bool:
     """int, float, or Optional of either (bool is a subclass of int, so it is named apart)."""
     import types
@@ -160,12 +166,15 @@ class RunSpec(BaseModel):
         help=("dapo (colocated, sync; every release) | one-step-off (separate trainer/rollout devices; every "
               "release) | colocate-async | separate-async (verl 0.9.0+, the V1 trainer). `verl-deploy features` lists "
               "them per release."))
-    algorithm: Algorithm = spec_field("dapo", flags="--algorithm", panel="Run",
+    algorithm: Algorithm = spec_field("dapo", flags="--algorithm", panel="Run", view="Run", summary="training",
         description=("dapo (dynamic sampling, overlong buffer, clip-higher) or grpo (as verl's own GRPO example "
                      "scripts: KL loss, symmetric clip, naive reward)"),
         help=("dapo (default) | grpo (as verl's GRPO example scripts: KL loss, symmetric clip, no dynamic sampling "
               "or overlong buffer)."))
-    dapo_source: Optional[Literal["core", "recipe"]] = spec_field(None, flags="--dapo-source", panel="Run",
+    # deciding where verl has the choice (mode dapo, algorithm dapo, 0.9.0+): the header shows mode and algorithm
+    dapo_source: Optional[Literal["core", "recipe"]] = spec_field(
+        None, flags="--dapo-source", panel="Run", view="Run", summary="training", deciding=True,
+        when={"mode": ["dapo"], "algorithm": ["dapo"]}, since="0.9.0",
         description=("verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
                      "default: the recipe (the launch verl-deploy has always made)"),
         help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) | recipe (the verl-recipe DAPO trainer, default).")
@@ -205,7 +214,7 @@ class RunSpec(BaseModel):
         None, flags="--ckpts-dir", env="CKPTS_DIR", panel="Paths", view="Paths", summary="paths", config="paths",
         deciding=True,
         help="Checkpoint directory.")
-    prompt_key: str = spec_field("prompt", view="Paths")
+    prompt_key: str = spec_field("prompt", view="Paths", config="paths")
 
     # hardware and cluster
     devices: list[int] = spec_field(
@@ -225,10 +234,10 @@ class RunSpec(BaseModel):
         "127.0.0.1", flags="--master-addr", panel="Hardware", view="Hardware", summary="hardware", config="hardware",
         follows={"config": "start"},
         help="Address of the Ray head.")
-    head_from_scheduler: bool = spec_field(False, view="Hardware",
+    head_from_scheduler: bool = spec_field(False, view="Hardware", config="hardware",
         description=("Slurm / KubeRay / a running Ray cluster give the head: its address comes at run time, not "
                      "from master_addr"))
-    ray_port: int = spec_field(6379, ge=1, le=65535, view="Hardware")
+    ray_port: int = spec_field(6379, ge=1, le=65535, view="Hardware", config="hardware")
     ray_auth: Optional[Literal["token", "disabled"]] = spec_field(
         None, flags="--ray-auth", env="RAY_AUTH_MODE", panel="Hardware", view="Hardware",
         description=("Ray token authentication of the Ray the scripts start and join (RAY_AUTH_MODE); default: as "
@@ -249,14 +258,15 @@ class RunSpec(BaseModel):
         description="default: the official image of verl_version x device (images.py)",
         help=("Image for a new container (default: the official image of the verl version and device, see README "
               "'Official images')."))
-    image_file: Optional[str] = spec_field(None, flags="--image-file", panel="Hardware",
+    image_file: Optional[str] = spec_field(None, flags="--image-file", panel="Hardware", view="Run", summary="container",
         description="image tarball to `docker load` when the image is not local",
         help=("Image tarball (`docker save` output) loaded with `docker load` when the image is not on this host: "
               "no registry needed."))
-    pull_timeout: int = spec_field(1800, ge=1, le=86_400, flags="--pull-timeout", panel="Hardware",
+    pull_timeout: int = spec_field(1800, ge=1, le=86_400, flags="--pull-timeout", panel="Hardware", view="Run",
         description="seconds a `docker pull` may take",
         help="Seconds a `docker pull` may take (default 1800).")
-    mounts: list[str] = spec_field(default_factory=list, flags="--mount", panel="Hardware", repeat=True,
+    mounts: list[str] = spec_field(default_factory=list, flags="--mount", panel="Hardware", repeat=True, view="Run",
+        summary="container",
         description="extra HOST:CONTAINER[:ro] binds for a new container",
         help="Extra bind for a new container, HOST:CONTAINER[:ro]; repeatable (data, models, code).")
     http_proxy: Optional[str] = spec_field(
@@ -281,7 +291,7 @@ class RunSpec(BaseModel):
         description="accelerator model, e.g. 910B3 or H100",
         help=("Accelerator model for the memory estimate's default memory when none is detected: 910B1-910B4, A3, "
               "H100, H800, H20, H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000."))
-    host_memory_gb: Optional[float] = spec_field(None, gt=0, le=1_000_000, view="Hardware",
+    host_memory_gb: Optional[float] = spec_field(None, gt=0, le=1_000_000, view="Hardware", config="hardware",
         description="host RAM per node in GiB")
 
     # hyper-parameters
@@ -386,31 +396,41 @@ class RunSpec(BaseModel):
         help="Allow --gen-tp to differ from --train-tp.")
     trainer_gpus: int = spec_field(
         4, ge=1, le=100_000, flags="--trainer-gpus", env="TRAINER_GPUS", panel="Hardware", view="Hardware",
-        summary="layout", config="run", follows={"view": "socket_ifname"},
+        summary="layout", config="run", follows={"view": "socket_ifname"}, deciding=True, when={"mode": SPLIT_MODES},
         help="one-step-off, separate-async, fully-async: trainer devices (default 4).")
     rollout_gpus: int = spec_field(
         4, ge=1, le=100_000, flags="--rollout-gpus", env="ROLLOUT_GPUS", panel="Hardware", view="Hardware",
-        summary="layout", config="run", follows={"view": "socket_ifname"},
+        summary="layout", config="run", follows={"view": "socket_ifname"}, deciding=True, when={"mode": SPLIT_MODES},
         help="one-step-off, separate-async, fully-async: rollout devices (default 4).")
     # asynchronous modes (verl >= 0.9.0 V1 trainer; fully-async: verl.experimental.fully_async_policy)
     parameter_sync_step: Optional[int] = spec_field(
         None, ge=1, le=1_000_000, flags="--parameter-sync-step", panel="Run", follows={"panel": "dapo_source"},
+        view="Async", summary="training", deciding=True, when={"mode": ["separate-async", "fully-async"]},
         description=("separate-async / fully-async: mini-batches trained between weight syncs (default: batch / "
                      "mini-batch)"),
         help="separate-async: mini-batches between weight syncs (default: batch / mini-batch).")
     warmup_batches: int = spec_field(
         1, ge=0, le=1024, flags="--warmup-batches", panel="Run", follows={"panel": "dapo_source"},
+        view="Async", summary="training", deciding=True, when={"mode": V1_ASYNC_MODES},
         description="colocate-/separate-async: batches queued before training",
         help="colocate-/separate-async: batches queued before training (default 1).")
     max_off_policy: int = spec_field(
         8, ge=1, le=1_000_000, flags="--max-off-policy", panel="Run", follows={"panel": "dapo_source"},
+        view="Async", summary="training", deciding=True, when={"mode": V1_ASYNC_MODES},
         description="V1 async: model versions a trajectory may span",
         help="V1 async: model versions a trajectory may span (default 8).")
     off_policy_strategy: Literal["drop", "wait"] = spec_field(
         "drop", flags="--off-policy-strategy", panel="Run", follows={"panel": "dapo_source"},
+        view="Async", summary="training", deciding=True, when={"mode": V1_ASYNC_MODES},
         help="V1 async: drop (default) | wait.")
-    staleness_threshold: float = Field(0.1, ge=0, le=1_000, description="fully-async: stale samples allowed per sync")
-    partial_rollout: bool = True
+    # no flag (set in the config file, `run` section): fully-async's own settings, at verl's defaults
+    staleness_threshold: float = spec_field(
+        0.1, ge=0, le=1_000, view="Async", summary="training", config="run", deciding=True,
+        when={"mode": ["fully-async"]}, description="fully-async: stale samples allowed per sync")
+    partial_rollout: bool = spec_field(
+        True, view="Async", summary="training", config="run", deciding=True, when={"mode": ["fully-async"]},
+        description=("fully-async: samples in generation when weights sync are interrupted and go on after it "
+                     "(with staleness_threshold > 0)"))
 
     # rollout engine
     rollout_engine: Literal["vllm", "sglang"] = spec_field(
@@ -573,7 +593,9 @@ class RunSpec(BaseModel):
             from verl_deploy.profiles.algorithms import GRPO_SPEC_DEFAULTS
 
             given = {k: v for k, v in data.items() if v is not None or k not in GRPO_SPEC_DEFAULTS}
-            data = {**GRPO_SPEC_DEFAULTS, **given}
+            filled = {name: "default of --algorithm grpo (verl's GRPO scripts)" for name in GRPO_SPEC_DEFAULTS
+                      if name not in given and GRPO_SPEC_DEFAULTS[name] != cls.model_fields[name].default}
+            data = {**GRPO_SPEC_DEFAULTS, **given, "sources": {**filled, **(data.get("sources") or {})}}
         return data
 
     @field_validator("*", mode="before")
@@ -846,14 +868,26 @@ class RunSpec(BaseModel):
         return max(1, self.batch_size // self.effective_mini_batch_size)
 
     def derived_values(self) -> dict[str, object]:
-        """What an unset field stands for: field -> the value the run derives for it (the properties above)."""
-        return {
+        """What an unset field stands for: field -> the value the run derives for it (the properties above);
+        a field that means nothing in this run (`applies`) derives nothing."""
+        derived = {
             "ckpts_dir": self.effective_ckpts_dir, "mini_batch_size": self.effective_mini_batch_size,
             "gen_batch_size": self.effective_gen_batch_size, "gen_tp": self.rollout_tp,
             "experiment_name": self.effective_experiment_name, "swanlab": self.swanlab_on,
             "overlong_buffer_len": self.effective_overlong_buffer_len,
             "swanlab_log_dir": self.effective_swanlab_log_dir,
+            "parameter_sync_step": self.effective_parameter_sync_step,
+            "dapo_source": "recipe",  # profiles/modes.py dapo_source_for: the recipe trainer unless asked
         }
+        return {name: value for name, value in derived.items() if self.applies(name)}
+
+    def applies(self, name: str) -> bool:
+        """Does the field mean something in this run (its declared `when` and `since`, e.g. parameter_sync_step
+        only in the modes that sync weights by it)?"""
+        meta = DECLARED[name]
+        if not meta.when and meta.since is None:
+            return True
+        return meta.applies({key: getattr(self, key) for key in (*meta.when, "verl_version")})
 
     def with_changes(self, source: str = "derived", **changes: object) -> "RunSpec":
         """A new spec with some fields changed; the changed fields get `source` as provenance."""
@@ -863,9 +897,6 @@ class RunSpec(BaseModel):
         sources = {**self.sources, **{name: source for name in changes}}
         return RunSpec(**data, sources=sources)
 
-
-# modes whose trainer and rollout own separate devices (TRAINER_GPUS / ROLLOUT_GPUS)
-SPLIT_MODES = ("one-step-off", "separate-async", "fully-async")
 
 
 
@@ -889,7 +920,17 @@ def env_vars() -> dict[str, str]:
     return {variable: name for name, meta in DECLARED.items() for variable in meta.env}
 
 
-def flag_of(name: str) -> str:
-    """The flag that sets a field (its declared first flag; --field-name for the few set only in a file)."""
-    declared = DECLARED[name].flag if name in DECLARED else None
-    return declared or "--" + name.replace("_", "-")
+def flag_of(name: str) -> Optional[str]:
+    """The flag that sets a field (its declared first flag), or None for the few set only in a config file."""
+    return DECLARED[name].flag if name in DECLARED else None
+
+
+def how_to_set(name: str, value: object = None) -> str:
+    """How a user gives a field a value, as a fix names it: its flag (with `value` when given); a field without
+    one (there is no `--prompt-key`) is written in a config file, in the section `init` puts it in."""
+    flag = flag_of(name)
+    if flag is not None:
+        return flag if value is None else f"{flag} {value}"
+    section = DECLARED[name].config if name in DECLARED else None
+    where = f" (its `# -- {section}` section)" if section else ""
+    return f"`{name}: {'VALUE' if value is None else value}` in a config file{where} passed with --config FILE"

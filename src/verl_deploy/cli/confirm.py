@@ -15,13 +15,12 @@ from rich.table import Table
 
 from verl_deploy.cli.output import console
 from verl_deploy.pipeline import Prepared
-from verl_deploy.spec import SPLIT_MODES, RunSpec, listing
+from verl_deploy.spec import RunSpec, listing
 from verl_deploy.views.spec_rows import UNSET, shown_value
 
 GROUPS = ("hardware", "container", "paths", "training", "layout", "swanlab")
 # [(group, [field])] of the summary, generated from the fields' `summary=` declarations (spec.py)
 SUMMARY = listing("summary", GROUPS)
-ONE_STEP_OFF_ONLY = {"trainer_gpus", "rollout_gpus"}  # shown in the modes with their own rollout devices
 
 
 def show_summary(prepared: Prepared, action: str) -> None:
@@ -51,21 +50,18 @@ def _summary_table(prepared: Prepared, action: str) -> Table:
         if group == "swanlab" and not spec.swanlab_on:
             table.add_row(f"[bold]{group}[/]", "swanlab", "off", spec.sources.get("swanlab", "default"))
             continue
-        rows = [(name, *shown_value(spec, name, superseded)) for name in names if _in_summary(spec, name)]
+        rows = [(name, *shown_value(spec, name, superseded)) for name in names if spec.applies(name)]
         for index, (name, value, source) in enumerate(row for row in rows if not _left_out(spec, *row[:2])):
             table.add_row(f"[bold]{group}[/]" if index == 0 else "", name, escape(value), source)
     return table
 
 
-def _in_summary(spec: RunSpec, name: str) -> bool:
-    """The trainer/rollout split only where the mode splits the devices."""
-    return spec.mode in SPLIT_MODES or name not in ONE_STEP_OFF_ONLY
-
-
 def _left_out(spec: RunSpec, name: str, value: str) -> bool:
-    """Rows that say nothing here: no proxy, no host list, a head address on one node."""
-    return (value == UNSET and name in ("http_proxy", "https_proxy", "nodes")) or (name == "master_addr"
-                                                                                    and spec.nnodes == 1)
+    """Rows that say nothing here: no proxy, no host list, no image file or extra mount, a head address on one
+    node. (A field that means nothing in this run, e.g. the trainer/rollout split in a colocated mode, is left
+    out by its declaration: RunSpec.applies.)"""
+    return (value == UNSET and name in ("http_proxy", "https_proxy", "nodes", "image_file", "mounts")) or (
+        name == "master_addr" and spec.nnodes == 1)
 
 
 def _show_features(prepared: Prepared) -> None:

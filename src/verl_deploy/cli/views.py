@@ -21,7 +21,7 @@ def show_plan(prepared: Prepared, everything: bool = False) -> None:
     plan, spec = prepared.plan, prepared.spec
     assert plan is not None
     kind = f" {spec.npu_type}" if spec.device == "npu" else ""
-    out.print(f"[bold]verl-deploy plan[/]: {spec.mode} · {spec.framework} · {len(spec.devices)} "
+    out.print(f"[bold]verl-deploy plan[/]: {spec.mode} ({spec.algorithm.upper()}) · {spec.framework} · {len(spec.devices)} "
               f"{spec.device.upper()}{kind} · verl {spec.verl_version} (profile {plan.profile.name})")
     out.print(_field_table(prepared, everything))
     _show_features(plan, everything)

@@ -3,8 +3,9 @@
 Same sections, same field names, same values (derived ones such as `gen_tp` as what they were
 derived to, lists joined, an override that replaced a field named), with where each value came
 from. Fields that are unset and derive nothing (a container, a proxy) are left out rather than
-shown as None. The spec is the one the run's current attempt was launched with (the record's,
-which holds every change recovery made); the superseded fields come from that attempt's plan.json.
+shown as None, and so are a mode's own settings in a run of another mode (RunSpec.applies). The
+spec is the one the run's current attempt was launched with (the record's, which holds every
+change recovery made); the superseded fields come from that attempt's plan.json.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[s
             value, source = shown_value(spec, name, superseded)
             if value in (UNSET, "", "False") and source == "default":
                 continue  # unset and nothing derived from it: not part of this run's configuration
+            if source in ("default", "derived") and not spec.applies(name):
+                continue  # another mode's (release's) setting, left alone
             rows.append((name, value, source))
         if rows:
             sections.append((title, rows))

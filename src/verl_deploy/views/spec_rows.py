@@ -2,7 +2,8 @@
 
 `plan`, the confirmation before a launch and the report's configuration all show fields this way.
 Which section shows a field, and whether `plan` shows it at its default, is declared on the field
-(spec.py `view=`, `deciding=`); this module only orders the sections and formats the values.
+(spec.py `view=`, `deciding=`, and `when=` / `since=`: a mode's own settings decide only in that mode);
+this module only orders the sections and formats the values.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from verl_deploy.secrets import mask_secret
 from verl_deploy.spec import DECLARED, RunSpec, listing
 
 UNSET = "—"
-TITLES = ("Run", "Paths", "Hardware", "Hyper-parameters", "Parallelism", "Features", "Logging", "Extra")
+TITLES = ("Run", "Paths", "Hardware", "Hyper-parameters", "Parallelism", "Async", "Features", "Logging", "Extra")
 # [(section, [field])] of `plan --all`, generated from the fields' `view=` declarations
 SECTIONS: list[tuple[str, list[str]]] = listing("view", TITLES)
-# The values that decide a run, besides the header's mode, framework, device and verl release: `plan` shows
-# these and whatever was set or detected; `plan --all`, every field.
+# The values that decide a run, besides the header's mode, algorithm, framework, device and verl release: `plan`
+# shows these (those declared `when=` a mode... only in such a run) and whatever was set or detected; `plan --all`,
+# every field.
 DECIDING = frozenset(name for name, meta in DECLARED.items() if meta.deciding)
 
 
@@ -44,12 +46,30 @@ def shown_value(spec: RunSpec, name: str, superseded: Mapping[str, str] | None =
 
 
 def shown_fields(spec: RunSpec, superseded: Mapping[str, str], everything: bool) -> list[tuple[str, str, str, str]]:
-    """(section, field, value, source) rows: every field, or the deciding ones plus every one not left at its
-    default (a derived value is shown only where it decides the run)."""
+    """(section, field, value, source) rows: every field, or the deciding ones (where they mean something in this
+    run) plus every one not left at its default: set, detected, or derived to another value (--nodes' head as
+    master_addr); what an unset field stands for is shown only where it decides the run."""
     rows = []
     for title, names in SECTIONS:
         for name in names:
             value, source = shown_value(spec, name, superseded)
-            if everything or source not in ("default", "derived") or (name in DECIDING and value != UNSET):
-                rows.append((title, name, value, source))
+            applies = spec.applies(name)
+            deciding = name in DECIDING and value != UNSET and applies
+            if everything or source not in ("default", "derived") or deciding or _changed(spec, name):
+                rows.append((title, name, value, source if applies else f"{source}; {unused_note(name)}"))
     return rows
+
+
+def _changed(spec: RunSpec, name: str) -> bool:
+    """Does the field hold a value other than its declared default (one the run derived, not one it stands for)?"""
+    value = getattr(spec, name)
+    return value is not None and value != RunSpec.model_fields[name].get_default(call_default_factory=True)
+
+
+def unused_note(name: str) -> str:
+    """Why a field means nothing in this run, from its declaration: "used with mode separate-async or fully-async"."""
+    meta = DECLARED[name]
+    needs = [f"{key} {' or '.join(allowed)}" for key, allowed in meta.when.items()]
+    if meta.since:
+        needs.append(f"verl {meta.since}+")
+    return "used with " + " and ".join(needs)

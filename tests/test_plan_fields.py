@@ -1,0 +1,113 @@
+"""What `plan` shows is right: every RunSpec field is in `plan --all`, its JSON and (with its flag) `--help`;
+the default `plan` shows every value that differs from its default with where it came from, and a mode's own
+settings as deciding in that mode only."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import run_cli
+
+from verl_deploy.spec import DECLARED, RunSpec, field_names
+
+MODES = ("dapo", "one-step-off", "colocate-async", "separate-async", "fully-async")
+
+
+def isolated(tmp_path) -> dict:
+    return {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state"), "VERL_DEPLOY_CONFIG_DIR": str(tmp_path / "config"),
+            "COLUMNS": "200"}
+
+
+def rows_of(text: str) -> dict[str, str]:
+    """field -> its line in plan's table (from its `field value source` header to the features line)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:3] == ["field", "value", "source"])
+    end = next(i for i, line in enumerate(lines) if line.startswith("features (mask"))
+    names = set(field_names())
+    return {line.split()[0]: line for line in lines[start + 1:end] if line.strip() and line.split()[0] in names}
+
+
+def test_every_field_is_in_plan_all_its_json_and_with_its_flag_in_help(tmp_path):
+    env = isolated(tmp_path)
+    full = run_cli("plan", "--all", env=env)
+    assert full.returncode == 0, full.stderr[-2000:]
+    rows = rows_of(full.stdout)
+    document = json.loads(run_cli("plan", "--all", "--json", env=env).stdout)
+    helped = run_cli("plan", "--help", env=env).stdout
+    for name in field_names():
+        assert name in rows, f"{name} is not a row of plan --all"
+        assert rows[name].split()[-1], name  # a value and a source
+        assert name in document["spec"] and name in document["sources"], f"{name} is not in plan --all --json"
+        for flag in DECLARED[name].flags:
+            assert re.search(rf"[ ,]{flag}[ ,]", helped), f"{name}: {flag} is not in plan --help"
+
+
+def test_a_field_no_listing_shows_would_be_a_defect():
+    """Every field has a view section (declared.py `view=`): otherwise `plan --all` and the report cannot show it."""
+    assert [name for name, meta in DECLARED.items() if not meta.view] == []
+
+
+SPECS = [*[["--mode", mode, "--algorithm", algorithm, "--verl-version", "0.9.1"]
+           for mode in MODES for algorithm in ("dapo", "grpo")],
+         ["--device", "gpu", "--framework", "fsdp", "--verl-version", "0.9.1", "--devices", "0-3", "--train-tp", "2",
+          "--train-pp", "1"],
+         ["--nodes", "h1,h2", "--socket-ifname", "eth0", "--train-steps", "20"]]
+
+
+def _shown(value) -> str:
+    """A JSON value as plan's table writes it."""
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+@pytest.mark.parametrize("args", SPECS, ids=lambda args: " ".join(args))
+def test_every_value_that_differs_from_its_default_is_shown_with_its_source(tmp_path, args):
+    env = isolated(tmp_path)
+    document = json.loads(run_cli("plan", "--json", *args, env=env).stdout)
+    shown = run_cli("plan", *args, env=env)
+    assert "Traceback" not in shown.stderr and document["spec"]["mode"] in shown.stdout.splitlines()[0]
+    rows = rows_of(shown.stdout)
+    differing = {name: value for name, value in document["spec"].items() if name != "swanlab_api_key"
+                 and value != RunSpec.model_fields[name].get_default(call_default_factory=True)}
+    assert differing  # each of these plans changes something
+    for name, value in differing.items():
+        assert name in rows, f"{name}={value!r} ({document['sources'][name]}) is not shown by the default plan"
+        assert _shown(value) in rows[name] and document["sources"][name] in rows[name], rows[name]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_modes_own_settings_are_deciding_in_that_mode_only(tmp_path, mode):
+    env = isolated(tmp_path)
+    shown = run_cli("plan", "--mode", mode, "--verl-version", "0.9.1", env=env)
+    rows = rows_of(shown.stdout)
+    own = {name for name, meta in DECLARED.items() if meta.deciding and "mode" in meta.when}
+    used_here = {name for name in own if mode in DECLARED[name].when["mode"]}
+    assert used_here <= set(rows), sorted(used_here - set(rows))
+    assert not (own - used_here) & set(rows), sorted((own - used_here) & set(rows))
+    if mode == "separate-async":
+        assert rows["parameter_sync_step"].split()[1:] == ["1", "derived"]  # batch 32 / mini-batch 32, as sent
+    full = rows_of(run_cli("plan", "--all", "--mode", mode, "--verl-version", "0.9.1", env=env).stdout)
+    for name in own - used_here:  # --all says which mode uses what this one does not
+        assert "used with mode " in full[name], full[name]
+
+
+def test_the_async_settings_a_user_gives_are_shown_with_their_sources(tmp_path):
+    env = isolated(tmp_path)
+    config = tmp_path / "run.yaml"
+    config.write_text("staleness_threshold: 0.5\npartial_rollout: false\n")
+    shown = run_cli("plan", "--mode", "fully-async", "--algorithm", "grpo", "--verl-version", "0.9.1",
+                    "--parameter-sync-step", "2", "--config", str(config), env=env)
+    rows = rows_of(shown.stdout)
+    assert rows["algorithm"].split()[1:] == ["grpo", "flag", "--algorithm"]
+    assert rows["parameter_sync_step"].split()[1:] == ["2", "flag", "--parameter-sync-step"]
+    assert rows["staleness_threshold"].split()[1:] == ["0.5", "file", str(config)]
+    assert rows["partial_rollout"].split()[1:] == ["False", "file", str(config)]
+    assert "(GRPO)" in shown.stdout.splitlines()[0]
+    core = rows_of(run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "core", env=env).stdout)
+    assert core["dapo_source"].split()[1:] == ["core", "flag", "--dapo-source"]
+    recipe = rows_of(run_cli("plan", "--verl-version", "0.9.1", env=env).stdout)
+    assert recipe["dapo_source"].split()[1:] == ["recipe", "derived"]  # where verl has the choice, it decides
+    assert "dapo_source" not in rows_of(run_cli("plan", env=env).stdout)  # verl 0.7.0: only the recipe
