@@ -146,6 +146,7 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     attempt.features_on, attempt.feature_origins = features_of(resumed, record.calibrated_features,
                                                                record.predicted_features)
     attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
+    attempt.handle.devices = backend.device_access(attempt.handle)  # what the live view may read from here
     attempt.log = attempt.handle.log
     write_handle(record, resumed, attempt)
     if len(resumed.nodes) > 1:
