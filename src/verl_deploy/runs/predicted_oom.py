@@ -170,7 +170,7 @@ def look(record: RunRecord, spec: RunSpec) -> bool:
     """One look at the newest metrics and checkpoints; True when the attempt must be stopped now (the predicted
     OOM's checkpoint is complete: the next attempt resumes from it with the feature)."""
     attempt = record.current
-    if attempt is None:
+    if attempt is None or record.step <= 0:  # no lengths logged yet: nothing to compare (and no estimate to pay for)
         return False
     watch = _watch(record, attempt, spec)
     if not watch.get("active"):
