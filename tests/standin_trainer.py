@@ -13,7 +13,8 @@ gpu_memory_utilization <= 0.5), `hccl_timeout`, `hang` (stops making steps), `to
 (at STANDIN_FAIL_STEP's save: writes half the folder, moves the tracker to it, then a device
 OOM), `rollout_oom` (a device OOM in the rollout's vLLM server -- the standalone rollout pool of
 separate-async / fully-async -- at step STANDIN_FAIL_STEP unless gpu_memory_utilization <= 0.5), `resume_noop` (a resumed run exits 0 at once, no step), `quit_early` (exits 0 at
-STANDIN_FAIL_STEP without verl's final line). STANDIN_LINES_FILE: its bytes are written into the log
+STANDIN_FAIL_STEP without verl's final line). STANDIN_RESPONSE_START / STANDIN_RESPONSE_GROWTH: the logged
+response_length/mean at step 0 and its growth per step (default 1000, 40). STANDIN_LINES_FILE: its bytes are written into the log
 as they are, once, before step STANDIN_LINES_STEP (default 1): hostile lines for the watcher. Checkpoints hold the files verl's FSDP or Megatron
 checkpoint manager writes (see src/verl_deploy/runs/checkpoints.py). STANDIN_STEP_SECONDS sets
 the time per step. STANDIN_SERVER_FILE: a detached
@@ -152,6 +153,20 @@ if __name__ == "__main__":
                     f" - timing_s/update_weights:{step_seconds * 0.1:.3f}{extra}")
         return ""
 
+    max_response = int(arg("data.max_response_length", "8192"))
+    response_start = float(os.environ.get("STANDIN_RESPONSE_START", "1000"))
+    response_growth = float(os.environ.get("STANDIN_RESPONSE_GROWTH", "40"))
+
+    def response_lengths(step):
+        """verl's response_length/mean, /max and /clip_ratio (metric_utils.compute_data_metrics): the mean grows by
+        STANDIN_RESPONSE_GROWTH a step from STANDIN_RESPONSE_START, the longest is 1.5 x the mean up to the maximum,
+        and clip_ratio (the share at the maximum) is non-zero only once the longest reaches it."""
+        mean = min(max_response, response_start + response_growth * step)
+        longest = min(max_response, int(mean * 1.5))
+        clipped = min(0.5, 0.01 * step) if longest >= max_response else 0.0
+        return (f"response_length/mean:{mean:.1f} - response_length/max:{longest} - response_length/min:{int(mean // 4)}"
+                f" - response_length/clip_ratio:{clipped:.2f}")
+
     say(f"Total training steps: {total}")
     if swanlab:
         say("swanlab: 🚀 View run at https://swanlab.cn/@team/verl/runs/standin42")
@@ -203,7 +218,7 @@ if __name__ == "__main__":
         if fail == "hang" and step >= fail_step:
             wait_for_stuck_allreduce()
         say(f"step:{step} - actor/pg_loss:-0.01 - actor/grad_norm:0.2 - critic/score/mean:{0.1 + step / 100:.3f} - "
-            f"response_length/mean:{1000 + 40 * step}.0 - response_length/clip_ratio:{min(0.5, 0.01 * step):.2f} - "
+            f"{response_lengths(step)} - "
             f"actor/entropy:{max(0.1, 0.6 - 0.01 * step):.2f} - actor/pg_clipfrac:0.002 - perf/throughput:900.0 - "
             f"timing_s/gen:{step_seconds * 0.6:.3f} - timing_s/update_actor:{step_seconds * 0.3:.3f} - "
             f"timing_s/step:{step_seconds:.3f}" + peak_metrics() + mode_metrics(step) + (

@@ -136,6 +136,9 @@ def test_a_run_is_submitted_with_sbatch_and_followed_to_the_end(job_host):
     job = slurm_job(job_host, job_id)
     assert job["JobState"] == "COMPLETED" and job["TresPerNode"] == "gres:npu:8" and job["Partition"] == "debug"
     assert job["JobName"] == f"verl-deploy-{final['id']}-attempt-1"
+    assert handle_job["nodes"] == job["NodeList"]  # the pump keeps the nodes Slurm gave the job
+    handle = json.loads((Path(final["directory"]) / "run.json").read_text())["attempts"][0]["handle"]
+    assert handle["devices"]["where"] is None and f"srun --jobid {job_id} --overlap" in handle["devices"]["why"]
     # the job ran start_verl.sh on the node: a real Ray head with the devices, then the trainer
     assert "Ray runtime started" in log and "Total training steps: 6" in log
     assert not [p for p in psutil.process_iter(["cmdline"]) if job_host["ray_dir"] in " ".join(p.info["cmdline"] or [])]

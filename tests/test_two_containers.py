@@ -42,13 +42,29 @@ def second_engine():
 IN_CONTAINER = "/opt/vd-venv"  # this test environment, seen from inside the container (a path the host lacks)
 
 
+def imported_from_elsewhere() -> list[str]:
+    """The folders this interpreter imports from outside its own prefixes: what a .pth file of the environment
+    points at (an editable install's src, the site-packages of a venv this one is layered on). Mounted at their
+    own paths, the environment imports the same inside the container (its torch included)."""
+    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix)}
+    found: list[str] = []
+    for entry in sys.path:
+        path = os.path.realpath(entry) if entry else ""
+        if not path or not os.path.isdir(path) or any(path == p or path.startswith(p + os.sep) for p in prefixes):
+            continue
+        if not any(path == f or path.startswith(f + os.sep) for f in found):
+            found.append(path)
+    return found
+
+
 def run_container(engine, ckpts: Path, network: str = "host") -> None:
     """The run's container on one node: this environment and its torch mounted read-only at IN_CONTAINER (its
-    base interpreter at its own path), ckpts at /ckpts."""
+    base interpreter at its own path, and whatever it imports from elsewhere at its own path), ckpts at /ckpts."""
     engine.docker("rm", "-f", CONTAINER, check=False)
+    elsewhere = [arg for path in imported_from_elsewhere() for arg in ("-v", f"{path}:{path}:ro")]
     engine.docker("run", "-d", "--name", CONTAINER, f"--network={network}", "-v",
-                  f"{sys.base_prefix}:{sys.base_prefix}:ro", "-v", f"{sys.prefix}:{IN_CONTAINER}:ro", "-v",
-                  f"{ckpts}:/ckpts", "-e", f"PATH={IN_CONTAINER}/bin:/usr/sbin:/usr/bin:/sbin:/bin", engine.image,
+                  f"{sys.base_prefix}:{sys.base_prefix}:ro", "-v", f"{sys.prefix}:{IN_CONTAINER}:ro", *elsewhere,
+                  "-v", f"{ckpts}:/ckpts", "-e", f"PATH={IN_CONTAINER}/bin:/usr/sbin:/usr/bin:/sbin:/bin", engine.image,
                   "sleep", "infinity")
 
 

@@ -31,6 +31,9 @@ class Handle:
     scheduler_file: str | None = None
     scheduler: dict | None = None  # the scheduler's last word on the attempt: state, reason, queued, failure, ...
     workers: list[dict] = field(default_factory=list)  # the other nodes this tool started over SSH
+    # where the attempt's devices can be read from this host, as its backend said (Backend.device_access):
+    # {"where": "host"}, {"where": "container", "container": NAME} or {"where": None, "why": ...}
+    devices: dict | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Handle":

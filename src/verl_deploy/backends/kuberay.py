@@ -112,6 +112,13 @@ class KubeRayBackend(OptionsBackend):
         handle.rayjob, handle.namespace, handle.scheduler_file = name, namespace, str(state_file)
         return handle
 
+    def elsewhere(self, handle: Handle) -> str:
+        namespace = handle.namespace or "default"
+        cluster = (handle.scheduler or {}).get("cluster") or f"the RayJob {handle.rayjob}'s cluster"
+        return (f"the RayJob {handle.rayjob} runs in pods of namespace {namespace}, not on this host; run it in its "
+                f"head pod: `kubectl exec -n {namespace} POD --` (POD: `kubectl get pods -n {namespace} -l "
+                f"ray.io/node-type=head` of {cluster})")
+
     def cancel(self, handle: Handle) -> None:
         name, namespace = handle.rayjob, handle.namespace
         if name:

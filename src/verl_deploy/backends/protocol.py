@@ -6,7 +6,9 @@ and what blocks it (`configure`, `where` verl's validation runs, `preflight`); t
 (`prepare`, `login`), starts an attempt from its scripts (`extra_files`, `start`, `start_nodes`) and
 returns a `Handle`. The handle is all it needs later: `finished`/`alive`, `scheduler_state` (the
 scheduler's word), `explain_end` (an end the log does not explain), `check_stop`/`stop`/`end_nodes`,
-`evidence` (what it alone can add to a stall's evidence) and `clean` (what an attempt left running).
+`evidence` (a stall's stack dumps where it can reach the processes, or what it alone can tell),
+`device_access` (where the attempt's devices can be read from this host, if at all) and `clean` (what an
+attempt left running).
 Every backend streams the training's output into the handle's `log` on this host: that is its logs.
 """
 
@@ -23,6 +25,7 @@ from verl_deploy.findings import Finding
 
 if TYPE_CHECKING:
     from verl_deploy.backends.leftovers import Freed
+    from verl_deploy.backends.stacks import Taken
     from verl_deploy.compiler import Plan
     from verl_deploy.spec import RunSpec
 
@@ -122,8 +125,17 @@ class Backend(Protocol):
         """End the other nodes this backend started for the attempt."""
         ...
 
-    def evidence(self, handle: Handle, folder: Path) -> str | None:
-        """Add what only this backend can tell to a stall's evidence folder; a problem line, or None."""
+    def evidence(self, handle: Handle, folder: Path, deadline: float) -> Taken:
+        """A stall's evidence that only the backend can take: the stack dumps of the attempt's processes where it
+        reaches them (into folder/stacks), else where to take them; its own records (a Ray job's); by `deadline`
+        (time.monotonic())."""
+        ...
+
+    def device_access(self, handle: Handle) -> dict:
+        """Where the attempt's devices can be read from this host: {"where": "host"}, {"where": "container",
+        "container": NAME}, or {"where": None, "why": where they are and how to read them there}. The run
+        record keeps it on the handle (`devices`): the live view and the evidence read it, never this host's
+        devices in place of a cluster's."""
         ...
 
     def clean(self, run_id: str, handles: list[Handle], grace: float) -> tuple[list[Freed], list[str]]:
@@ -185,8 +197,17 @@ class DetachedBackend:
     def end_nodes(self, handle: Handle) -> None:
         return None
 
-    def evidence(self, handle: Handle, folder: Path) -> str | None:
-        return None
+    def evidence(self, handle: Handle, folder: Path, deadline: float) -> Taken:
+        from verl_deploy.backends.stacks import Taken, container_stacks, host_stacks
+
+        if handle.container:
+            return container_stacks(handle.container, folder, deadline)
+        return host_stacks(handle.pid, folder, deadline) if handle.pid else Taken()
+
+    def device_access(self, handle: Handle) -> dict:
+        if handle.container:
+            return {"where": "container", "container": handle.container}
+        return {"where": "host"}
 
 
 class ScheduledBackend(DetachedBackend):
@@ -211,3 +232,17 @@ class ScheduledBackend(DetachedBackend):
     def clean(self, run_id: str, handles: list[Handle], grace: float) -> tuple[list[Freed], list[str]]:
         return [], [f"the {self.kind} scheduler runs this run's processes: `verl-deploy stop {run_id}` asks it to "
                     "end them"]
+
+    def elsewhere(self, handle: Handle) -> str:
+        """Where the scheduler runs the attempt (its nodes, not this host), and how to run a command there."""
+        raise NotImplementedError
+
+    def evidence(self, handle: Handle, folder: Path, deadline: float) -> Taken:
+        from verl_deploy.backends.stacks import Taken
+
+        return Taken(problems=[f"no stack dumps from here: {self.elsewhere(handle)} (`py-spy dump --nonblocking "
+                               "--pid PID` there, for each Python process)"])
+
+    def device_access(self, handle: Handle) -> dict:
+        return {"where": None, "why": f"not readable from this host: {self.elsewhere(handle)} (`npu-smi info` / "
+                                      "`nvidia-smi` there)"}

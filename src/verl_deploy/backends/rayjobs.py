@@ -21,6 +21,7 @@ from verl_deploy import rayauth
 from verl_deploy.backends.handle import Handle
 from verl_deploy.backends.process import start_detached
 from verl_deploy.backends.protocol import ScheduledBackend, Target, Where
+from verl_deploy.backends.stacks import Taken
 from verl_deploy.findings import Finding, error
 from verl_deploy.profiles.trackers import TRACKERS
 
@@ -116,11 +117,23 @@ class RayJobsBackend(ScheduledBackend):
         except Exception:  # already gone: nothing to stop
             pass
 
-    def evidence(self, handle: Handle, folder: Path) -> str | None:
-        """The job server's own record of the job (status, message, driver), over its REST API, with the
-        cluster's token when it wants one (a refusal is one line with the fix, never a bare 401)."""
+    def elsewhere(self, handle: Handle) -> str:
+        return (f"the Ray job {handle.job_id} runs on the nodes of the Ray cluster at {self.address}; see its dashboard "
+                "(Jobs -> the job's actors -> Stack Trace; Cluster -> each node's devices) or run it on each node")
+
+    def evidence(self, handle: Handle, folder: Path, deadline: float) -> Taken:
+        """Where the stacks are, and the job server's own record of the job (status, message, driver), over its
+        REST API, with the cluster's token when it wants one (a refusal is one line with the fix, never a bare 401)."""
+        taken = super().evidence(handle, folder, deadline)
         if not handle.job_id:
-            return None
+            return taken
+        try:
+            info = rayauth.get_json(self.address, f"/api/jobs/{handle.job_id}", timeout=15, limit=1 << 20)
+        except (OSError, ValueError, rayauth.AuthError) as exc:
+            taken.problems.append(f"ray job {handle.job_id}: {exc}")
+            return taken
+        (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
+        return taken
         try:
             info = rayauth.get_json(self.address, f"/api/jobs/{handle.job_id}", timeout=15, limit=1 << 20)
         except (OSError, ValueError, rayauth.AuthError) as exc:

@@ -56,6 +56,7 @@ class JobState:
     state: str  # Slurm's JobState, e.g. PENDING, RUNNING, COMPLETED, NODE_FAIL
     reason: str | None = None  # why it is pending (Resources, Priority, ...) or failed
     exit_code: int | None = None
+    nodes: str | None = None  # NodeList once the job runs (e.g. node[01-02])
 
 
 def run(argv: list[str], timeout: float = 30, **kw) -> subprocess.CompletedProcess:
@@ -82,7 +83,9 @@ def parse_job(text: str) -> JobState | None:
     exit_status = None
     if match:
         exit_status = int(match.group(1)) or (128 + int(match.group(2)) if int(match.group(2)) else 0)
-    return JobState(fields["JobState"].rstrip("+"), None if reason in (None, "None", "(null)") else reason, exit_status)
+    nodes = fields.get("NodeList")
+    return JobState(fields["JobState"].rstrip("+"), None if reason in (None, "None", "(null)") else reason, exit_status,
+                    None if nodes in (None, "", "(null)") else nodes)
 
 
 def job_state(job_id: str) -> JobState | None:
@@ -190,6 +193,12 @@ class SlurmBackend(OptionsBackend):
         handle.job_id, handle.scheduler_file = job_id, str(state_file)
         return handle
 
+    def elsewhere(self, handle: Handle) -> str:
+        job = handle.job_id or "JOB"
+        nodes = (handle.scheduler or {}).get("nodes")
+        on = f"on {nodes}" if nodes else f"on the nodes Slurm gave it (`squeue -j {job} -o %N`)"
+        return f"the Slurm job {job} runs {on}, not on this host; run it there with `srun --jobid {job} --overlap`"
+
     def cancel(self, handle: Handle) -> None:
         if handle.job_id:
             try:
@@ -203,7 +212,7 @@ class SlurmBackend(OptionsBackend):
 def outcome(state: JobState) -> dict:
     """What scheduler.json says about a job: its state, and for an end Slurm caused, what it means."""
     doc: dict = {"scheduler": "slurm", "state": state.state, "reason": state.reason, "exit_code": state.exit_code,
-                 "queued": state.state in PENDING}
+                 "queued": state.state in PENDING, "nodes": state.nodes}
     meaning = ENDED_BY_SLURM.get(state.state)
     if meaning:
         kind, text = meaning
@@ -248,8 +257,8 @@ def pump(job_id: str, output: str, state_file: str) -> int:
             time.sleep(POLL_SECONDS)
             continue
         misses = 0
-        if (state.state, state.reason) != last:
-            last = (state.state, state.reason)
+        if (state.state, state.reason, state.nodes) != last:
+            last = (state.state, state.reason, state.nodes)
             write_json(Path(state_file), outcome(state))
             if state.state in PENDING:
                 say(f"{state.state} (waiting: {state.reason or 'no reason given'})")

@@ -46,7 +46,9 @@ does not fit, the first attempt already has the memory features it needs), the c
 (reuse, start, or create; backend docker when --container is set), SwanLab login, the scripts,
 start detached, verify the log advances, print the run id, the log and the SwanLab link. A
 supervisor then follows the log: on device OOM it adds offload, then recompute, and resumes from
-the last checkpoint; on KV-cache OOM it lowers gpu_memory_utilization; host OOM and everything
+the last checkpoint; when the responses near the length at which the memory estimate runs out of
+memory, it notices it and resumes from the next checkpoint with the feature that prevents it
+(--no-preempt-oom: the notice only); on KV-cache OOM it lowers gpu_memory_utilization; host OOM and everything
 else stop with the cause and fix. It speaks only on failure or a stall (--notify URLs: apprise,
 checked before anything starts). It starts and stops only its own Ray (never a bare `ray stop`), and
 refuses a checkpoint directory a live run uses (--force).
@@ -69,6 +71,9 @@ def launch_command(
     notify: Optional[List[str]] = typer.Option(None, "--notify", metavar="URL",
                                                help="apprise URL for failure notices (repeatable): json://, feishu://, slack://, mailto://..."),
     stall_minutes: float = typer.Option(10.0, "--stall-minutes", min=0.01, help="Notice when no step for max(this, 5 x median step)."),
+    no_preempt_oom: bool = typer.Option(False, "--no-preempt-oom", help="When the responses near the length at which "
+                                        "the memory estimate runs out of memory, only notice it (default: also stop at "
+                                        "the next checkpoint and resume with the feature that prevents it)."),
     start_timeout: float = typer.Option(180.0, "--start-timeout", min=1, metavar="SECONDS",
                                         help="Fail if the training writes nothing for this long after starting."),
     skip_check: bool = typer.Option(False, "--skip-check", help="Do not run `verl-deploy check` first."),
@@ -105,7 +110,8 @@ def launch_command(
                       reuse_ray=reuse_ray, scheduler={name: options.get(name) for name in SCHED_OPTION_NAMES}),
         check=not skip_check, search_roots=tuple(search_root) if search_root is not None else None,
         estimate=not no_estimate, verify=verify, force=force, allow_local_checkpoints=allow_local_checkpoints,
-        notify=tuple(notify or ()), stall_seconds=stall_minutes * 60, start_timeout=start_timeout,
+        notify=tuple(notify or ()), stall_seconds=stall_minutes * 60, preempt_oom=not no_preempt_oom,
+        start_timeout=start_timeout,
         rehearse=rehearse, rehearse_only=rehearse_only, dry_run=dry_run)
     try:
         outcome = launch(request, confirm=_confirm_with(yes, json_output), say=say,

@@ -13,6 +13,7 @@ from verl_deploy.cli import app
 from verl_deploy.cli.one_run import load
 from verl_deploy.cli.output import console, print_json
 from verl_deploy.runs.next_step import end_of_run
+from verl_deploy.runs.predicted_oom import summary
 from verl_deploy.runs.record import TERMINAL, RunRecord
 from verl_deploy.runs.supervisor import ensure_supervised, supervisor_alive
 from verl_deploy.views.safe_text import neutralise
@@ -84,6 +85,9 @@ def _progress(out: Console, record: RunRecord) -> None:
                   f"{t(validation_text(record.validation['metrics']))}", soft_wrap=True)
     if record.swanlab_url:
         out.print(f"SwanLab: {t(record.swanlab_url)}")
+    predicted = summary(record.current.predicted_oom) if record.current and record.state not in TERMINAL else None
+    if predicted:
+        out.print(f"[yellow]{t(predicted)}[/]")
     for attempt in record.attempts:
         added = f" +{t(','.join(attempt.features))}" if attempt.features else ""
         result = "" if attempt.exit_code is None else f" → exit {t(attempt.exit_code)}"

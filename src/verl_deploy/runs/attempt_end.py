@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 from verl_deploy.backends.protocol import Backend
-from verl_deploy.runs import notify
+from verl_deploy.runs import notify, predicted_oom
 from verl_deploy.runs.attempts import spec_of, start_attempt
 from verl_deploy.runs.follow import ACT_NOW, failure_dict, publish_scheduler
 from verl_deploy.runs.outcome import (exit_from_log, incomplete, no_progress, script_failure, trainer_finished,
@@ -34,6 +34,8 @@ def attempt_ended(record: RunRecord, backend: Backend, code: int | None, diagnos
     if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
         _save(record)
         return False
+    if stopped_by_us and predicted_oom.stopping(attempt) and diagnosis.class_id is None:
+        return _preempt(record, attempt)
     if code == 0 and not stopped_by_us:
         _exited_zero(record, attempt)
         return False
@@ -97,7 +99,8 @@ def _budget(record: RunRecord) -> tuple[int, int]:
     since = max((i for i, a in enumerate(record.attempts) if a.reason.startswith(RESUME_REASON)), default=0)
     counted = record.attempts[since:]
     resubmits = sum(1 for a in counted if a.reason.startswith(RESUBMIT_REASON))
-    return len(counted) - 1 - resubmits, resubmits
+    ahead = sum(1 for a in counted if a.reason.startswith(predicted_oom.REASON))  # not a retry: bounded apart
+    return len(counted) - 1 - resubmits - ahead, resubmits
 
 
 def _decision(record: RunRecord, spec: RunSpec, diagnosis: Diagnosis, scheduler: dict | None,
@@ -113,10 +116,19 @@ def _decision(record: RunRecord, spec: RunSpec, diagnosis: Diagnosis, scheduler:
     return decision
 
 
-def _retry(record: RunRecord, attempt: Attempt, spec: RunSpec, decision: Decision) -> bool:
+def _preempt(record: RunRecord, attempt: Attempt) -> bool:
+    """The supervisor stopped the attempt at a complete checkpoint before a predicted OOM: the next attempt resumes
+    from it with the feature that prevents the OOM (runs/predicted_oom.py)."""
+    spec = spec_of(record)
+    attempt.exit_seen = attempt.exit_seen or "stopped by the supervisor before a predicted OOM"
+    reason, changes, feature, title = predicted_oom.next_attempt(record, attempt, spec)
+    return _retry(record, attempt, spec, Decision(True, reason, changes, [feature]), title=title)
+
+
+def _retry(record: RunRecord, attempt: Attempt, spec: RunSpec, decision: Decision, title: str | None = None) -> bool:
     """The next attempt with the decision's changes; when it cannot start, the run fails saying so."""
     new_spec = spec.with_changes(source="recovery", **decision.changes)
-    _recovery_notice(record, attempt, decision)
+    _recovery_notice(record, attempt, decision, title)
     _save(record)
     try:  # start_attempt adds where it resumes from (a complete checkpoint only)
         start_attempt(record, new_spec, decision.reason, decision.added, decision.changes)
@@ -159,15 +171,15 @@ def _add_next(record: RunRecord) -> None:
             print(f"verl-deploy supervisor: {line}", flush=True)
 
 
-def _recovery_notice(record: RunRecord, attempt: Attempt, decision: Decision) -> None:
+def _recovery_notice(record: RunRecord, attempt: Attempt, decision: Decision, title: str | None = None) -> None:
     """An automatic recovery, kept in the record as a notice (status --json shows it, --notify URL or not).
 
     Only failures and stalls are sent to the --notify URLs; a recovery is recorded, not sent."""
     what = (attempt.failure or {}).get("class") or "failure"
     step = f" at step {record.step}" if record.step else ""
     record.notices.append({"time": time.time(), "kind": "recovery", "attempt": attempt.n,
-                           "title": f"recovered from {what}{step}: {decision.reason}; attempt {attempt.n + 1} "
-                                    "resumes from the last complete checkpoint",
+                           "title": title or f"recovered from {what}{step}: {decision.reason}; attempt {attempt.n + 1} "
+                                             "resumes from the last complete checkpoint",
                            "body": "", "deliveries": [], "delivery_problems": []})
 
 

@@ -117,8 +117,9 @@ def _resume_note(info: dict, step_reached: int, retry: bool) -> str:
     return f"; {where}" if retry or start is not None else ""
 
 
-def features_of(spec: RunSpec, calibrated: dict) -> tuple[list[str], dict]:
-    """Every feature on for this spec, and where each came from (the calibration log named as such)."""
+def features_of(spec: RunSpec, calibrated: dict, predicted: dict | None = None) -> tuple[list[str], dict]:
+    """Every feature on for this spec, and where each came from (the calibration log named as such, and a feature
+    added before a predicted OOM as "predicted OOM at response length N")."""
     from verl_deploy import features as registry
 
     states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
@@ -126,6 +127,9 @@ def features_of(spec: RunSpec, calibrated: dict) -> tuple[list[str], dict]:
                                  oom_features=spec.oom_features, estimate_features=spec.estimate_features)
     on = [s for s in states if s.on]
     origins = {s.name: ("calibration" if s.why == "estimate" and s.name in calibrated else str(s.why)) for s in on}
+    for name, origin in (predicted or {}).items():
+        if origins.get(name) == "oom":
+            origins[name] = str(origin)
     return [s.name for s in on], origins
 
 
@@ -139,8 +143,10 @@ def start_attempt(record: RunRecord, spec: RunSpec, reason: str, added: list[str
     write_scripts(compiled(resumed, prepared if resumed is spec else None), attempt_dir / "scripts", backend)
     attempt = Attempt(n=n, features=added, reason=reason + _resume_note(resume, record.step, n > 1),
                       resumed_from_step=resume["from_step"], changes=changes, resume=resume)
-    attempt.features_on, attempt.feature_origins = features_of(resumed, record.calibrated_features)
+    attempt.features_on, attempt.feature_origins = features_of(resumed, record.calibrated_features,
+                                                               record.predicted_features)
     attempt.handle = backend.start(attempt_dir / "scripts", attempt_dir)
+    attempt.handle.devices = backend.device_access(attempt.handle)  # what the live view may read from here
     attempt.log = attempt.handle.log
     write_handle(record, resumed, attempt)
     if len(resumed.nodes) > 1:

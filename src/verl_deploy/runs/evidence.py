@@ -1,17 +1,19 @@
 """Evidence of a stalled run, taken while it hangs: what verl's maintainers ask for first.
 
 `collect(record, reason)` writes `runs/<id>/evidence/<time>/` within a bounded time (BUDGET):
-- `stacks/<pid>-<name>.txt`: `py-spy dump --nonblocking` of every Python process of the attempt
-  (the trainer, the Ray driver and its `ray::` workers: the attempt's process tree and session),
-  on this host or inside the run's container (py-spy copied in when the container lacks it);
-- `devices.txt`: `npu-smi info` / `nvidia-smi` where the run runs; `ray-status.txt` for the run's own Ray head
-  (the address its start_verl.sh recorded in the attempt log; none recorded: no Ray is asked, and the summary says so);
-  `ray-job.json` for a Ray job (the job server's record; its stacks are on the cluster's nodes);
-- `logs/`: the tail of the attempt log and of every Ray worker log of the run's session;
+- `stacks/<pid>-<name>.txt`: `py-spy dump --nonblocking` of every Python process of the attempt, taken by the
+  run's backend where it reaches them (Backend.evidence: the attempt's process tree and session on this host,
+  or inside its container); a scheduler's backend says where to take them instead, and adds its own record
+  (`ray-job.json` for a Ray job);
+- `devices.txt`: `npu-smi info` / `nvidia-smi` where the backend says the devices can be read from here
+  (Backend.device_access: this host or the container); for a job on a scheduler's nodes, the file says they
+  cannot be read from here and how to read them there, never this host's devices;
+- `ray-status.txt` for the run's own Ray head (the address its start_verl.sh recorded in the attempt log;
+  none recorded: no Ray is asked, and the summary says so);
+- `logs/`: the tail of the attempt log and of every Ray worker log of the run's session the backend found;
 - `summary.json`: what was taken, what failed and why, and how long it took.
-`--nonblocking` reads the processes' memory without stopping them: nothing here pauses, signals
-or kills the training. The supervisor calls it when it declares a stall; `verl-deploy evidence`
-calls it on demand.
+Nothing here pauses, signals or kills the training. The supervisor calls it when it declares a stall;
+`verl-deploy evidence` calls it on demand.
 """
 
 from __future__ import annotations
@@ -22,33 +24,19 @@ import re
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import psutil
-
 from verl_deploy.backends.handle import Handle
+from verl_deploy.backends.protocol import Backend
 from verl_deploy.backends.registry import UnknownBackend
+from verl_deploy.backends.stacks import Taken
 from verl_deploy.preflight.commands import run
 from verl_deploy.runs.attempts import backend_for
-from verl_deploy.textnumbers import int_or_none
 
 BUDGET = 60.0  # seconds for the whole collection
-DUMP_TIMEOUT = 20.0  # seconds per py-spy dump
-MAX_PROCESSES = 48
 TAIL_LINES = 400
 TAIL_BYTES = 256 * 1024
-MAX_WORKER_LOGS = 64
-CONTAINER_PY_SPY = "/tmp/verl-deploy-py-spy"
-SESSION_ARG = re.compile(r"--(?:session[-_]dir|temp[-_]dir|log[-_]dir)=(\S+)")
-
-
-@dataclass
-class Dump:
-    pid: int
-    name: str
-    file: str | None = None
-    error: str | None = None
 
 
 def _tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -70,114 +58,18 @@ def _folder(record) -> Path:
     return folder
 
 
-def find_py_spy() -> str | None:
-    """py-spy on PATH, else the one installed with verl-deploy (a dependency) beside this Python."""
-    import sysconfig
-
-    return shutil.which("py-spy") or shutil.which("py-spy", path=sysconfig.get_path("scripts"))
-
-
-def _is_python(process: psutil.Process) -> bool:
-    try:
-        cmdline = process.cmdline()
-        name = process.name()
-    except psutil.Error:
-        return False
-    return "python" in name or bool(cmdline and (cmdline[0].startswith("ray::") or "python" in os.path.basename(cmdline[0])))
-
-
-def local_processes(pid: int | None) -> list[psutil.Process]:
-    """The attempt's processes: its tree, and everything left in its session (Ray daemons and workers started by it)."""
-    if not pid:
-        return []
-    found: dict[int, psutil.Process] = {}
-    try:
-        root = psutil.Process(pid)
-        for process in [root, *root.children(recursive=True)]:
-            found[process.pid] = process
-    except psutil.Error:
-        pass
-    for process in psutil.process_iter():
-        try:
-            if os.getsid(process.pid) == pid:
-                found.setdefault(process.pid, process)
-        except (OSError, psutil.Error):
-            continue
-    return [p for p in found.values() if p.pid != os.getpid() and _is_python(p)][:MAX_PROCESSES]
-
-
 def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)[:60] or "process"
 
 
-def _dump_local(process: psutil.Process, stacks: Path, py_spy: str) -> Dump:
+def _backend(record) -> Backend | None:
+    """The run's backend, or None for a record rebuilt without one (then only the logs are taken)."""
+    if record.current is None:
+        return None
     try:
-        name = process.cmdline()[0] if process.cmdline() and process.cmdline()[0].startswith("ray::") else process.name()
-    except psutil.Error:
-        name = "process"
-    dump = Dump(process.pid, name)
-    result = run([py_spy, "dump", "--nonblocking", "--pid", str(process.pid)], timeout=DUMP_TIMEOUT)
-    if result.ok:
-        path = stacks / f"{process.pid}-{_safe(name)}.txt"
-        path.write_text(result.stdout)
-        dump.file = str(path)
-    else:
-        dump.error = result.problem(DUMP_TIMEOUT) or "py-spy failed"
-        if "Permission" in result.output or "ptrace" in result.output.lower():
-            dump.error += " (py-spy needs ptrace: run as root or with CAP_SYS_PTRACE; in a container --cap-add SYS_PTRACE)"
-    return dump
-
-
-def _container_processes(container: str) -> list[tuple[int, str]]:
-    result = run(["docker", "exec", container, "ps", "-eo", "pid=,args="], timeout=15)
-    found = []
-    for line in result.stdout.splitlines()[:2000]:
-        pid, _, args = line.strip().partition(" ")
-        number = int_or_none(pid, digits=10)  # ps output: a pid, or anything
-        if number is not None and number > 0 and ("python" in args.split(" ")[0] or args.startswith("ray::")):
-            found.append((number, args.split(" ")[0]))
-    return found[:MAX_PROCESSES]
-
-
-def _container_py_spy(container: str, problems: list[str]) -> str | None:
-    """py-spy inside the container: its own, else a copy of ours (a static binary)."""
-    if run(["docker", "exec", container, "py-spy", "--version"], timeout=15).ok:
-        return "py-spy"
-    ours = find_py_spy()
-    if ours and run(["docker", "cp", ours, f"{container}:{CONTAINER_PY_SPY}"], timeout=30).ok:
-        return CONTAINER_PY_SPY
-    problems.append("py-spy is neither in the container nor could be copied in: pip install py-spy there")
-    return None
-
-
-def _dump_in_container(container: str, py_spy: str, pid: int, name: str, stacks: Path) -> Dump:
-    dump = Dump(pid, name)
-    result = run(["docker", "exec", container, py_spy, "dump", "--nonblocking", "--pid", str(pid)], timeout=DUMP_TIMEOUT)
-    if result.ok:
-        path = stacks / f"{pid}-{_safe(name)}.txt"
-        path.write_text(result.stdout)
-        dump.file = str(path)
-    else:
-        dump.error = (result.problem(DUMP_TIMEOUT) or "py-spy failed") + \
-            (" (the container needs --cap-add SYS_PTRACE)" if "ermission" in result.output else "")
-    return dump
-
-
-def _session_logs(processes: list[psutil.Process]) -> list[Path]:
-    """Ray worker logs of the run's own Ray session (found from its processes' arguments, never session_latest)."""
-    dirs: set[Path] = set()
-    for process in processes:
-        try:
-            for match in SESSION_ARG.finditer(" ".join(process.cmdline())):
-                path = Path(match.group(1))
-                dirs.add(path / "logs" if (path / "logs").is_dir() else path)
-        except psutil.Error:
-            continue
-    logs: list[Path] = []
-    for directory in dirs:
-        if directory.is_dir():
-            logs += [p for p in directory.glob("*") if p.is_file() and p.suffix in (".out", ".err", ".log")]
-    return sorted(logs, key=lambda p: p.stat().st_mtime, reverse=True)[:MAX_WORKER_LOGS]
+        return backend_for(record, with_spec=False)
+    except UnknownBackend:
+        return None
 
 
 def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
@@ -186,101 +78,83 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
     folder = _folder(record)
     (folder / "stacks").mkdir()
     (folder / "logs").mkdir()
-    problems: list[str] = []
     attempt = record.current
     handle = attempt.handle if attempt else Handle()
-    here = handle.remote_cluster is None and handle.container is None  # the attempt's processes are on this host
-    processes = local_processes(handle.pid) if here else []
+    backend = _backend(record)
     ray_address = None if handle.remote_cluster else own_ray_address(record)  # the run's own head, or None
-    dumps = _take(record, handle, folder, processes, ray_address, problems, budget=budget, started=started)
+    taken = _take(record, backend, handle, folder, ray_address, deadline=started + budget)
     if attempt and attempt.log and Path(attempt.log).is_file():
         (folder / "logs" / f"attempt-{attempt.n}.log").write_text(_tail(Path(attempt.log)))
-    worker_logs = _session_logs(processes)
-    for path in worker_logs:
+    for path in taken.worker_logs:
         try:
             (folder / "logs" / _safe(path.name)).write_text(_tail(path, 200))
         except OSError as exc:
-            problems.append(f"{path}: {exc}")
+            taken.problems.append(f"{path}: {exc}")
     summary = {
         "run": record.id, "reason": reason, "time": time.time(), "step": record.step,
         "total_steps": record.total_steps, "attempt": attempt.n if attempt else None, "backend": record.backend,
-        "stacks": [asdict(d) for d in sorted(dumps, key=lambda d: d.pid)],
-        "worker_logs": [str(p) for p in worker_logs], "problems": problems,
+        "stacks": [asdict(d) for d in sorted(taken.dumps, key=lambda d: d.pid)],
+        "worker_logs": [str(p) for p in taken.worker_logs], "problems": taken.problems,
+        "devices": _access(backend, handle),
         "ray_address": ray_address, "seconds": round(time.monotonic() - started, 2),
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return folder
 
 
-def _take(record, handle: Handle, folder: Path, processes: list[psutil.Process], ray_address: str | None,
-          problems: list[str], *, budget: float, started: float) -> list[Dump]:
-    """Every collection at once, within `budget` seconds; the stack dumps taken (the problems go to `problems`)."""
-    pool = ThreadPoolExecutor(max_workers=6)
-    dumps: list[Dump] = []
+def _take(record, backend: Backend | None, handle: Handle, folder: Path, ray_address: str | None, *,
+          deadline: float) -> Taken:
+    """Every collection at once, until `deadline`: the backend's (stacks, its own records), the devices, Ray."""
+    pool = ThreadPoolExecutor(max_workers=3)
+    taken = Taken()
     try:
-        futures = _stack_dumps(pool, handle, processes, folder / "stacks", problems)
-        futures.append(pool.submit(_devices, record, handle, folder))
-        futures.append(pool.submit(_ray_status, record, handle, folder, ray_address))
-        futures.append(pool.submit(_backend_evidence, record, handle, folder))
-        done, late = wait(futures, timeout=max(1.0, budget - (time.monotonic() - started)))
+        futures: list[Future] = [pool.submit(_devices, record, backend, handle, folder),
+                   pool.submit(_ray_status, record, handle, folder, ray_address)]
+        if backend is not None:
+            futures.append(pool.submit(backend.evidence, handle, folder, deadline - 2.0))
+        done, late = wait(futures, timeout=max(1.0, deadline - time.monotonic()))
         for future in done:
             if future.exception() is not None:
-                problems.append(f"a collection failed: {future.exception()}")
+                taken.problems.append(f"a collection failed: {future.exception()}")
                 continue
             value = future.result()
-            if isinstance(value, Dump):
-                dumps.append(value)
+            if isinstance(value, Taken):
+                taken.dumps, taken.worker_logs = value.dumps, value.worker_logs
+                taken.problems += value.problems
             elif isinstance(value, str):
-                problems.append(value)
+                taken.problems.append(value)
         if late:
-            problems.append(f"{len(late)} collection(s) did not finish within {budget:g} s and were left out")
+            taken.problems.append(f"{len(late)} collection(s) did not finish in time and were left out")
     finally:
         pool.shutdown(wait=False, cancel_futures=True)  # a hung probe must not hold the supervisor
-    return dumps
+    return taken
 
 
-def _stack_dumps(pool: ThreadPoolExecutor, handle: Handle, processes: list[psutil.Process], stacks: Path,
-                 problems: list[str]) -> list[Future]:
-    """py-spy of every Python process of the attempt, where they run: in its container, or on this host."""
-    if handle.remote_cluster:
-        problems.append("a Ray job on a cluster: no stack dumps from here; take them from the dashboard (Jobs -> "
-                        "the job's actors -> Stack Trace) or `py-spy dump --nonblocking` / `ray stack` on each node")
-        return []
-    if handle.container:
-        py_spy = _container_py_spy(handle.container, problems)
-        return [pool.submit(_dump_in_container, handle.container, py_spy, pid, name, stacks)
-                for pid, name in _container_processes(handle.container)] if py_spy else []
-    py_spy = find_py_spy()
-    if not py_spy:
-        problems.append("py-spy not found: pip install py-spy")
-    elif not processes:
-        problems.append("no Python process of this attempt is running")
-    else:
-        return [pool.submit(_dump_local, p, stacks, py_spy) for p in processes]
-    return []
+def _access(backend: Backend | None, handle: Handle) -> dict:
+    """Where the backend says the attempt's devices can be read from here (as recorded when it is not known)."""
+    from verl_deploy.views.devices import access_of
+
+    if backend is not None:
+        try:
+            return backend.device_access(handle)
+        except Exception:  # noqa: BLE001 - what was recorded at the start still says it
+            pass
+    return access_of(handle)
 
 
-def _devices(record, handle: Handle, folder: Path) -> str | None:
-    from verl_deploy.views.devices import runner_for
+def _devices(record, backend: Backend | None, handle: Handle, folder: Path) -> str | None:
+    """`npu-smi info` / `nvidia-smi` where the devices can be read from here; else devices.txt says why not."""
+    from verl_deploy.views.devices import device_runner
 
-    if handle.remote_cluster:
-        return None
-    runner = runner_for(record)
+    access = _access(backend, handle)
     argv = ["npu-smi", "info"] if record.spec.get("device") == "npu" else ["nvidia-smi"]
+    runner = device_runner(access)
+    if runner is None:
+        (folder / "devices.txt").write_text(f"{access.get('why')}\n")
+        return f"devices: {access.get('why')}"
     result = runner.run(argv, timeout=20)
     (folder / "devices.txt").write_text(f"$ {' '.join(argv)} ({runner.where})\n{result.output}")
     return None if result.ok else f"devices: {result.problem(20)}"
-
-
-def _backend_evidence(record, handle: Handle, folder: Path) -> str | None:
-    """What only the run's backend can add (a Ray job's record on its job server)."""
-    if record.current is None:
-        return None
-    try:
-        backend = backend_for(record, with_spec=False)
-    except UnknownBackend:  # a record rebuilt without its backend
-        return None
-    return backend.evidence(handle, folder)
 
 
 def own_ray_address(record) -> str | None:

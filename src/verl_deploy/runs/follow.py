@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.runs import notify
@@ -107,6 +107,7 @@ class _Reading:
     stopped: bool = False  # the supervisor ended the attempt itself
     stall_noticed: bool = False
     last_save: float = 0.0
+    spec: Any = None  # the attempt's RunSpec, read once from the record when the predicted-OOM watch needs it
 
     def feed(self, block: bytes, base: int) -> None:
         try:
@@ -189,8 +190,32 @@ def follow_attempt(record: RunRecord, backend: Backend) -> tuple[int | None, Dia
             publish_scheduler(attempt, backend)
             _save(record)
             reading.last_save = time.monotonic()
+            if _predicted_oom_due(record, reading):
+                backend.stop(attempt.handle)  # at the complete checkpoint: the next attempt resumes with the feature
+                reading.stopped = True
         if not block:
             time.sleep(0.05)
+
+
+def _predicted_oom_due(record: RunRecord, reading: _Reading) -> bool:
+    """The memory estimate's OOM response length against the newest lengths (runs/predicted_oom.py); a fault
+    there is printed to supervisor.log and ends the watch, never the supervision."""
+    from verl_deploy.runs import predicted_oom
+    from verl_deploy.runs.attempts import spec_of
+
+    attempt = record.current
+    watch = attempt.predicted_oom if attempt is not None else {}
+    if attempt is None or watch.get("active") is False or watch.get("state") in ("noticed", "stopping", "restarted"):
+        return False
+    try:
+        reading.spec = reading.spec or spec_of(record)
+        return predicted_oom.look(record, reading.spec)
+    except Exception as exc:  # noqa: BLE001 - advice on top of the run
+        import sys
+
+        print(f"verl-deploy supervisor: the predicted-OOM watch stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        attempt.predicted_oom = {"active": False, "why": f"the watch failed ({type(exc).__name__}: {exc})"}
+        return False
 
 
 def _notice_stall(record: RunRecord, reading: _Reading) -> None:

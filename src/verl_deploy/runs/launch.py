@@ -102,6 +102,7 @@ def _new_record(spec: RunSpec, request: LaunchRequest, gate: Gate, say: Say, *, 
     """The run's record on disk, unless a live run uses its checkpoint directory (checked under the launch lock)."""
     record = RunRecord(id=new_run_id(), backend=gate.chosen or "local", spec=spec_data(spec),
                        notify=list(request.notify), stall_seconds=request.stall_seconds,
+                       preempt_oom=request.preempt_oom,
                        backend_options=dict(gate.backend_options), launcher_pid=os.getpid(),
                        calibrated_features=dict(calibrated or {}))
     with launch_lock():

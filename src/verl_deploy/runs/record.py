@@ -116,6 +116,8 @@ class Attempt:
     features_on: list[str] = field(default_factory=list)
     feature_origins: dict = field(default_factory=dict)
     exit_seen: str | None = None  # where exit_code came from when the supervisor ended the attempt itself
+    # the memory estimate's OOM response length watched against the logged lengths (runs/predicted_oom.py)
+    predicted_oom: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.handle, dict):  # an older caller's (or record's) plain handle
@@ -127,7 +129,9 @@ class Attempt:
     def public(self) -> dict:
         keys = ("n", "features", "features_on", "feature_origins", "reason", "resumed_from_step", "exit_code",
                 "exit_seen", "failure", "changes", "log", "resume")
-        return {k: getattr(self, k) for k in keys}
+        from verl_deploy.runs.predicted_oom import public
+
+        return {**{k: getattr(self, k) for k in keys}, "predicted_oom": public(self.predicted_oom)}
 
 
 @dataclass
@@ -160,6 +164,10 @@ class RunRecord:
     supervisor_deaths: list[dict] = field(default_factory=list)
     # features launch added whose reason was the memory estimate's calibration log (name -> what it saw)
     calibrated_features: dict = field(default_factory=dict)
+    # restart before a predicted OOM with the feature that prevents it (launch --no-preempt-oom: notice only)
+    preempt_oom: bool = True
+    # features added before a predicted OOM (name -> "predicted OOM at response length N")
+    predicted_features: dict = field(default_factory=dict)
 
     @property
     def directory(self) -> Path:
@@ -236,6 +244,8 @@ class RunRecord:
             # log lines the watcher could not read: skipped and counted, never fatal
             "unreadable_lines": {"count": int(self.scan.get("skipped") or 0), "first": self.scan.get("first_skipped")},
             "supervisor_deaths": self.supervisor_deaths,
+            # the memory estimate's OOM response length watched against the log (attempts[-1].predicted_oom)
+            "preempt_oom": self.preempt_oom,
             # for an ended run: the cause, the evidence line, the next step and the command to copy
             "end": _end_of_run(self),
         }

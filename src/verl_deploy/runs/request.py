@@ -29,6 +29,7 @@ class LaunchRequest:
     allow_local_checkpoints: bool = False
     notify: tuple[str, ...] = ()
     stall_seconds: float = 600.0
+    preempt_oom: bool = True  # restart at a checkpoint before a predicted OOM with the feature that prevents it
     start_timeout: float = 180.0
     rehearse: bool = False
     rehearse_only: bool = False

@@ -1,8 +1,11 @@
 """Device memory and utilization for the live view: `npu-smi info` / `nvidia-smi`, where the run runs.
 
 Polled in a background thread (npu-smi can take seconds) and parsed with the preflight
-parsers, inside the run's container when it has one. The memory estimate, when the plan of
-the attempt carries one, is what each device's use is drawn against.
+parsers, where the run's backend said its devices can be read from this host (the handle's
+`devices`: this host, or inside the run's container). A job a scheduler placed on other nodes
+(Slurm, KubeRay, a Ray cluster) is said to be not readable from here, with where to read it:
+this host's devices are never shown in their place. The memory estimate, when the plan of the
+attempt carries one, is what each device's use is drawn against.
 """
 
 from __future__ import annotations
@@ -38,13 +41,38 @@ def _handle(record):
     return record.current.handle if record.current else None
 
 
-def runner_for(record):
-    """Commands run where the attempt's training runs: in its container, else on this host."""
+def access_of(handle) -> dict:
+    """Where the attempt's devices can be read from this host, as its backend said when it started it (the
+    handle's `devices`); for a handle recorded before that: a job of a scheduler (a Ray job, a Slurm job, a
+    RayJob) is elsewhere, a container is read inside, else this host."""
+    recorded = getattr(handle, "devices", None) if handle is not None else None
+    if isinstance(recorded, dict) and "where" in recorded:
+        return recorded
+    if handle is None:
+        return {"where": "host"}
+    if handle.remote_cluster or handle.job_id or handle.rayjob:
+        return {"where": None, "why": "not readable from this host: the job runs on the nodes its scheduler gave it"}
+    if handle.container:
+        return {"where": "container", "container": handle.container}
+    return {"where": "host"}
+
+
+def device_runner(access: dict):
+    """A runner of commands where the devices can be read (the container, or this host); None: not from here."""
     from verl_deploy.preflight.commands import ContainerRunner, Runner
 
-    handle = _handle(record)
-    container = handle.container if handle is not None else None
-    return ContainerRunner(container, timeout=8) if container else Runner(timeout=8)
+    if access.get("where") == "container" and access.get("container"):
+        return ContainerRunner(str(access["container"]), timeout=8)
+    if access.get("where") == "host":
+        return Runner(timeout=8)
+    return None
+
+
+def _elsewhere(handle, access: dict) -> str:
+    """Why the devices are not shown: where they are, and the scheduler's nodes when it named them."""
+    nodes = ((handle.scheduler or {}).get("nodes") if handle is not None else None)
+    why = str(access.get("why") or "not readable from this host: the training runs on other nodes")
+    return why + (f" [now on {nodes}]" if nodes and str(nodes) not in why else "")
 
 
 def _npu_aicore(text: str) -> list[int | None]:
@@ -80,9 +108,10 @@ def read_devices(record) -> DeviceReading:
     from verl_deploy.preflight.devices import QUERY_ARGS, dcmi_error, parse_npu_smi, parse_nvidia_csv
 
     handle = _handle(record)
-    if handle is not None and handle.remote_cluster:
-        return DeviceReading([], "devices are on the Ray cluster: see its dashboard", time.time())
-    runner = runner_for(record)
+    access = access_of(handle)
+    runner = device_runner(access)
+    if runner is None:
+        return DeviceReading([], _elsewhere(handle, access), time.time())
     wanted = set(record.spec.get("devices") or [])
     if record.spec.get("device") == "npu":
         result = runner.run(["npu-smi", "info"])
