@@ -96,6 +96,9 @@ RULES: tuple[Rule, ...] = (
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
                        "raise ValueError use_remove_padding",
+        "0.6.0-0.9.1 where validate_config runs": "verl/workers/config/actor.py:244-246 (0.6.0), 246-248 (0.6.1), "
+                                                  "301-303 (0.7.0), 318-320 (0.7.1), 330-332 (0.8.0), 342-344 "
+                                                  "(0.9.0), 338-340 (0.9.1) FSDPActorConfig.validate raise ValueError",
     }),
     Rule(async_modes.separate_async_batch_is_sync_steps_of_mini_batches, {
         "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:50 (0.9.0), 59 (0.9.1) "
@@ -181,6 +184,31 @@ RULES: tuple[Rule, ...] = (
     Rule(layout.megatron_engine_needs_mbridge, {
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/megatron/transformer_impl.py:83 (0.7.1), 90 (0.8.0), "
                                         "191 (0.9.0-0.9.1) assert use_mbridge",
+    }),
+    Rule(batch.engine_fixed_micro_batches, {
+        "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/utils.py:92 (0.7.1), 91 (0.8.0), 125 (0.9.0-0.9.1) "
+                                        "prepare_micro_batches assert total_data_size % micro_batch_size_per_gpu",
+    }),
+    Rule(batch.balance_batch_splits_evenly, {
+        "0.6.0-0.9.1 (legacy trainer, recipes)": "verl/utils/seqlen_balancing.py:103 (0.6.0), 113 (0.6.1), "
+                                                 "147 (0.7.0-0.9.1) karmarkar_karp assert len % k_partitions; "
+                                                 "get_seqlen_balanced_partitions called from "
+                                                 "verl/trainer/ppo/ray_trainer.py:911 (0.6.0), 940 (0.6.1), 1129 "
+                                                 "(0.7.0), 1071 (0.7.1), 1201 (0.8.0), 1210 (0.9.0), 1235 (0.9.1)",
+    }),
+    Rule(layout.fsdp_size_tiles_world, {
+        "0.6.0-0.9.1": "verl/workers/engine/fsdp/utils.py:35 (0.6.0-0.7.0), 54 (0.7.1), 56 (0.8.0), 51 "
+                       "(0.9.0-0.9.1) init_device_mesh mesh_shape=(world_size // fsdp_size, fsdp_size); called from "
+                       "verl/workers/engine/fsdp/transformer_impl.py:173 (0.6.0-0.6.1), 185 (0.7.0), 202 (0.7.1), "
+                       "217 (0.8.0), 222 (0.9.0), 241 (0.9.1) create_device_mesh",
+        "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:103 (0.6.0), 104 (0.6.1-0.7.0), 106 (0.7.1) "
+                                   "init_device_mesh; 159 (0.6.0), 160 (0.6.1), 167 (0.7.0), 174 (0.7.1) "
+                                   "create_device_mesh",
+    }),
+    Rule(lengths.rollout_batched_tokens_fit, {
+        "vLLM": "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (earlier releases: "
+                "SchedulerConfig._verify_args): raise ValueError max_num_batched_tokens < max_num_seqs; "
+                "max_num_batched_tokens < max_model_len and not enable_chunked_prefill",
     }),
     Rule(algorithm.rollout_mode_sync_removed, {
         "0.7.0-0.9.1": "verl/workers/config/rollout.py:226 (0.7.0), 252 (0.7.1), 288 (0.8.0), 280 (0.9.0), "
