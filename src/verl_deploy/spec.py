@@ -146,7 +146,7 @@ class RunSpec(BaseModel):
                                  "(as verl's own GRPO example scripts: KL loss, symmetric clip, naive reward)")
     dapo_source: Optional[Literal["core", "recipe"]] = Field(
         None, description="verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
-                          "default: the recipe (the launch verl-deploy has always made)")
+                          "default: core on 0.9.0+ (recipe below 0.9.0, where verl has only the recipe)")
     framework: Framework = "megatron"
     device: Device = "npu"
     npu_type: Literal["a2", "a3"] = Field("a2", description="Ascend A2 (910B) or A3 (two chips per NPU): picks the image")

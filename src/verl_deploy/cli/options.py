@@ -38,7 +38,7 @@ SPEC_OPTIONS: list[tuple[str, Any, Any]] = [
                                       "KL loss, symmetric clip, no dynamic sampling or overlong buffer).",
                                       rich_help_panel="Run")),
     ("dapo_source", Optional[str], _opt("--dapo-source", help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) "
-                                        "| recipe (the verl-recipe DAPO trainer, default).", rich_help_panel="Run")),
+                                        "(default) | recipe (the verl-recipe DAPO trainer).", rich_help_panel="Run")),
     ("parameter_sync_step", Optional[int], _opt("--parameter-sync-step", help="separate-async: mini-batches between "
                                                 "weight syncs (default: batch / mini-batch).", rich_help_panel="Run")),
     ("warmup_batches", Optional[int], _opt("--warmup-batches", help="colocate-/separate-async: batches queued before "

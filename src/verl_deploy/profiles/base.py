@@ -200,6 +200,7 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "rollout_pp": keys(A + "rollout.pipeline_model_parallel_size"),
     "agent_workers": keys(A + "rollout.agent.num_workers"),
     "max_num_seqs": keys(A + "rollout.max_num_seqs"),
+    "calculate_log_probs": keys(A + "rollout.calculate_log_probs"),
     # trainer
     "use_legacy_worker_impl": keys("trainer.use_legacy_worker_impl"),
     "balance_batch": keys("trainer.balance_batch"),

@@ -50,7 +50,9 @@ RULES: tuple[Rule, ...] = (
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine_workers.py:239 (0.7.1), 258 (0.8.0), 266 (0.9.0), "
                                         "267 (0.9.1) assert mini_batch_size % dp == 0",
         "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:236 (0.6.0), 237 (0.6.1), 244 (0.7.0), 251 (0.7.1) "
-                                   "assert ppo_mini_batch_size > 0 after normalization, then % micro",
+                                   "assert ppo_mini_batch_size > 0 after normalization, then % micro at "
+                                   "verl/workers/fsdp_workers.py:248-252 (0.6.0), 249-253 (0.6.1), 256-260 (0.7.0), "
+                                   "263-267 (0.7.1)",
     }),
     Rule(lengths.validation_temperature, {
         "0.6.0-0.9.1 where validate_config runs": "verl/utils/config.py:193 (0.6.x), 197 (0.7.0), 186 (0.7.1-0.9.0), "
@@ -92,6 +94,12 @@ RULES: tuple[Rule, ...] = (
     Rule(algorithm.resume_path_is_given, {
         "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
                        "1064 (0.8.0), 1073 (0.9.0-0.9.1) _load_checkpoint asserts resume_from_path",
+        "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:805-806 (0.9.0), 866-867 (0.9.1) assert "
+                            "resume_from_path",
+        "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_trainer.py:718-719 (0.8.0), "
+                                     "1000-1001 (0.9.0-0.9.1) assert resume_from_path; "
+                                     "verl/experimental/fully_async_policy/fully_async_rollouter.py:652-663 (0.8.0), "
+                                     "695-706 (0.9.0-0.9.1) assert resume_from_path, raise Unknown resume_mode",
     }),
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
@@ -107,7 +115,8 @@ RULES: tuple[Rule, ...] = (
     Rule(async_modes.separate_async_rollout_pool, {
         "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:55-59 (0.9.0), 64-68 "
                                            "(0.9.1) assert rollout nnodes, n_gpus_per_node > 0, checkpoint_engine "
-                                           "backend != naive",
+                                           "backend != naive; verl/workers/rollout/llm_server.py:500 (0.9.0), 389 "
+                                           "(0.9.1) assert nnodes > 0 in standalone mode",
     }),
     Rule(async_modes.v1_batch_divides_by_sync_step, {
         "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:511 (0.9.0), 535 (0.9.1) assert train_batch_size % "
@@ -133,7 +142,8 @@ RULES: tuple[Rule, ...] = (
     Rule(async_modes.fully_async_rollouter_settings, {
         "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
                                      "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
-                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1",
+                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1; "
+                                     "690 (0.8.0), 733 (0.9.0-0.9.1) assert calculate_log_probs",
         "0.7.1 (fully-async, source checkout)": "the same asserts at lines 66-70 of fully_async_rollouter.py at tag "
                                                 "v0.7.1 (its wheel packages no .py file of fully_async_policy)",
     }),
@@ -213,6 +223,10 @@ RULES: tuple[Rule, ...] = (
     Rule(algorithm.rollout_mode_sync_removed, {
         "0.7.0-0.9.1": "verl/workers/config/rollout.py:226 (0.7.0), 252 (0.7.1), 288 (0.8.0), 280 (0.9.0), "
                        "282 (0.9.1) raise ValueError",
+        "0.8.0-0.9.1 (one-step-off, fully-async)": "verl/experimental/one_step_off_policy/ray_trainer.py:181 (0.8.0), "
+                                                   "180 (0.9.0-0.9.1) assert rollout mode async; "
+                                                   "verl/experimental/fully_async_policy/fully_async_rollouter.py:798 "
+                                                   "(0.8.0), 842 (0.9.0-0.9.1) the same assert",
     }),
 )
 

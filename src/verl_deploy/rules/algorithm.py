@@ -25,7 +25,12 @@ def loss_agg_mode_in_release(ctx: RuleContext) -> list[Finding]:
 def resume_path_is_given(ctx: RuleContext) -> list[Finding]:
     """RayPPOTrainer._load_checkpoint: resume_mode=resume_path asserts resume_from_path is a str holding
     'global_step_' (after the model is loaded)."""
-    if str(ctx.get("resume_mode", "auto")) != "resume_path":
+    mode = str(ctx.get("resume_mode", "auto"))
+    if ctx.spec.mode == "fully-async" and mode not in ("auto", "disable", "resume_path"):
+        return [error("overrides", f"{ctx.key('resume_mode')}={mode}: verl {ctx.spec.verl_version}'s fully-async "
+                      "rollouter raises 'Unknown resume_mode'", f"use {ctx.key('resume_mode')}=auto, disable or "
+                      "resume_path (or drop the --override: verl-deploy resumes from the newest checkpoint)")]
+    if mode != "resume_path":
         return []
     path = ctx.get("resume_from_path", None)
     if isinstance(path, str) and "global_step_" in path:

@@ -108,6 +108,7 @@ def fully_async_rollouter_settings(ctx: RuleContext) -> list[Finding]:
         (ctx.number("gen_batch_size", 1) == 1, f"{ctx.key('gen_batch_size')} must be 1"),
         (ctx.real("staleness_threshold", 0.1) >= 0, "staleness_threshold must be >= 0"),
         (ctx.number("trigger_parameter_sync_step", 4) >= 1, "trigger_parameter_sync_step must be >= 1"),
+        (ctx.flag("calculate_log_probs", True), f"{ctx.key('calculate_log_probs')} must be True"),
     )
     return [error("overrides", f"{what}: verl {ctx.spec.verl_version}'s fully-async rollouter asserts it",
                   "drop the --override of it (the launch sends what verl asserts)") for ok, what in checks if not ok]
