@@ -86,8 +86,9 @@ def largest_divisor(number: int, at_most: int) -> int:
 
 def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
     """0.7.0+: AgentLoopManager.generate_sequences splits the step's prompts x n over rollout.agent.num_workers
-    with DataProto.chunk, which asserts an equal split (padding is off there)."""
-    if ctx.version < (0, 7, 0) or str(ctx.get("rollout_mode", "async")) != "async":
+    with DataProto.chunk, which asserts an equal split (padding is off there). The V1 trainer's manager
+    (v1/agent_loop_tq.py) splits a TensorDict instead, unevenly and without an assert."""
+    if ctx.version < (0, 7, 0) or ctx.v1 or str(ctx.get("rollout_mode", "async")) != "async":
         return []
     workers = ctx.number("agent_workers", ctx.default("agent_workers", 8))
     samples = ctx.gen_batch * ctx.n
