@@ -409,7 +409,7 @@ def test_with_filter_groups_off_each_step_trains_on_the_generation_batch(models)
     if realverl.verl_site("0.9.1") is None:
         pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
     flags = {**GPU, "framework": "fsdp", "devices": "0-7", "batch_size": 16, "mini_batch_size": 8,
-             "filter_groups": False}
+             "filter_groups": False, "dapo_source": "recipe"}  # the recipe trainer's generation batch
     bad = [f for f in errors(planned({**flags, "gen_batch_size": 20}, models["Qwen3-8B"])) if f.field == "mini_batch_size"]
     assert len(bad) == 1 and "generation batch" in bad[0].message
     assert not [f for f in errors(planned({**flags, "gen_batch_size": 24}, models["Qwen3-8B"]))

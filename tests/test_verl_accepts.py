@@ -29,7 +29,8 @@ ACCEPTED = {"save_freq": 0, "gen_batch_size": 16, "batch_size": 32}  # checkpoin
 def test_what_verl_runs_plan_accepts(tmp_path, version):
     site = site_or_skip(version)
     root = run_dir_with(tmp_path, site, fixture_for(version))
-    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **ACCEPTED}, environ={})
+    recipe = {"dapo_source": "recipe"} if version.startswith("0.9") else {}  # the recipe's generation batch
+    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **ACCEPTED, **recipe}, environ={})
     assert not errors(prepared.findings), errors(prepared.findings)
     assert any(f.field == "gen_batch_size" and f.level == "info" and "2 batches" in f.message for f in prepared.findings)
     verified = verify_plan(prepared.plan, python=str(python_with(tmp_path, site)))
@@ -155,7 +156,7 @@ def test_ulysses_without_remove_padding_is_refused_on_the_fsdp_engine():
 
 def test_with_filter_groups_off_the_generation_batch_must_divide_by_the_mini_batch():
     flags = {"verl_version": "0.9.1", "framework": "fsdp", "device": "gpu", "batch_size": 16, "mini_batch_size": 8,
-             "gen_batch_size": 20, "filter_groups": False}
+             "gen_batch_size": 20, "filter_groups": False, "dapo_source": "recipe"}
     bad = [f for f in errors(prepare(flags=flags, environ={}).findings) if f.field == "mini_batch_size"]
     assert bad and "generation batch" in bad[0].message
     assert not [f for f in errors(prepare(flags={**flags, "gen_batch_size": 24}, environ={}).findings)

@@ -46,7 +46,7 @@ def dynamic_batch_token_budget(ctx: RuleContext) -> list[Finding]:
         return []
     scale = ctx.cp if ctx.framework == "megatron" else ctx.sp
     for knob in _BUDGETS:
-        budget, key = ctx.get(knob), ctx.key(knob)
+        budget, key = ctx.get(knob), ctx.key(knob) or knob
         if budget is None:
             continue
         if ctx.number(knob, 0) * scale < ctx.sequence_length:
