@@ -147,7 +147,7 @@ def test_verify_fails_with_verls_own_message(tmp_path, version):
 def test_verify_reports_an_entry_that_does_not_import_with_the_checkout_command(tmp_path):
     site = site_or_skip("0.9.1")
     root = run_dir_with(tmp_path, site, RECIPES / "verl-recipe-e7f8895")  # what `git submodule update` gives on 0.9
-    plan = dapo_plan("0.9.1", root)
+    plan = dapo_plan("0.9.1", root, dapo_source="recipe")
     findings = findings_for(verify_plan(plan, python=str(python_with(tmp_path, site))), plan, required=True)
     entry = [f for f in findings if f.field == "entry"]
     assert entry and "cannot import name 'TaskRunner'" in entry[0].message
