@@ -112,7 +112,8 @@ def test_the_docker_daemon_down_says_start_docker(tmp_path):
 
 def test_the_start_scripts_fix_knows_the_run_dir_is_already_a_checkout(tmp_path, stubs):
     out = tmp_path / "out"
-    made = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]), "--verl-version", "0.9.1")
+    made = run_cli("generate", "--output-dir", str(out), "--run-dir", str(stubs["verl_root"]), "--verl-version", "0.9.1",
+                   "--dapo-source", "recipe")
     assert made.returncode == 0, made.stderr
     ran = run_scripts(out, stubs, {"STUB_IMPORT_ERROR": "ModuleNotFoundError: No module named 'ray'"})
     fixes = [line for line in ran.stderr.splitlines() if line.startswith("[start_verl] fix:")]

@@ -215,6 +215,28 @@ def test_features_and_help_list_the_modes_each_release_supports():
     assert table["fully-async"]["0.7.0"] == "-" and "(source checkout)" in table["fully-async"]["0.7.1"]
     assert table["fully-async"]["0.8.0"] == "experimental.fully_async_policy.fully_async_main"
     assert table["dapo --algorithm grpo"]["0.6.0"] == "main_ppo (RayPPOTrainer)"
-    assert "core: main_ppo V1 sync" in table["dapo"]["0.9.0"] and "core" not in table["dapo"]["0.8.0"]
+    # DAPO from verl's core is the default on 0.9.x (the recipe stays available), the recipe below it
+    assert table["dapo"]["0.9.0"] == "main_ppo V1 sync; recipe: recipe.dapo.main_dapo"
+    assert table["dapo"]["0.8.0"] == "recipe.dapo.main_dapo"
     help_text = run_cli("plan", "--help", env={"COLUMNS": "300"}).stdout
     assert "colocate-async" in help_text and "--algorithm" in help_text and "--dapo-source" in help_text
+
+
+@pytest.mark.parametrize("version, source, entry", [
+    ("0.9.0", None, "verl.trainer.main_ppo"), ("0.9.1", None, "verl.trainer.main_ppo"),
+    ("0.9.1", "recipe", "recipe.dapo.main_dapo"), ("0.9.1", "core", "verl.trainer.main_ppo"),
+    ("0.8.0", None, "recipe.dapo.main_dapo"), ("0.7.1", None, "recipe.dapo.main_dapo"),
+])
+def test_dapo_runs_from_verls_core_by_default_on_09_and_the_recipe_stays_available(version, source, entry):
+    args = ["plan", "--json", "--verl-version", version] + (["--dapo-source", source] if source else [])
+    data = json.loads(run_cli(*args).stdout)
+    assert data["entry"]["module"] == entry, data["entry"]
+    overrides = data["overrides"]
+    if entry == "verl.trainer.main_ppo":  # the same DAPO settings: dynamic sampling, dapo reward, clip-higher
+        assert "trainer.use_v1=True" in overrides and "algorithm.filter_groups.enable=True" in overrides
+        assert "reward.reward_manager.name=dapo" in overrides
+        assert "+reward.reward_kwargs.overlong_buffer_cfg.enable=True" in overrides
+        assert "actor_rollout_ref.actor.clip_ratio_high=0.28" in overrides
+        assert "actor_rollout_ref.actor.loss_agg_mode=token-mean" in overrides
+    side = [f for f in data["findings"] if f["field"] == "dapo_source"]
+    assert bool(side) == version.startswith("0.9"), side  # core and recipe side by side where both exist

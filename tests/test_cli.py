@@ -261,8 +261,9 @@ def test_features_command_lists_and_decodes():
 
 def test_print_commands_for_multi_node(tmp_path):
     out = tmp_path / "multi"
+    # 3 nodes x 8 NPUs at TP 4 x PP 2 is DP 3: a batch x n verl's balance split can divide by 3 (48 x 8)
     result = run_cli("generate", "--output-dir", str(out), "--nnodes", "3", "--master-addr", "10.0.0.1",
-                     "--print-commands", "--json")
+                     "--batch-size", "48", "--print-commands", "--json")
     assert result.returncode == 0, result.stderr
     commands = json.loads(result.stdout)["commands"]
     workers = commands["each of the 2 worker node(s)"]

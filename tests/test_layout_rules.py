@@ -267,9 +267,27 @@ def test_plan_refuses_a_batch_below_validate_configs_minimal_batch(models, tmp_p
 
 
 def test_the_minimal_batch_is_not_refused_where_validate_config_does_not_run(models):
-    """0.7.0 DAPO (recipe/dapo/main_dapo.py) never calls validate_config."""
+    """0.7.0 DAPO (recipe/dapo/main_dapo.py) never calls validate_config, so its minimal-batch message is not
+    given; but the recipe trainer still balances each step's 5 x 4 = 20 rows over the 8 ranks
+    (trainer.balance_batch), and verl 0.7.0's own get_seqlen_balanced_partitions refuses that split."""
+    if realverl.verl_site("0.7.0") is None:
+        pytest.skip("verl 0.7.0 cannot be installed here (no package index)")
     flags = {**MINIMAL["minimal-batch-fsdp"][0], "verl_version": "0.7.0"}
-    assert errors(planned(flags, models["Qwen3-8B"]), "batch_size") == []
+    found = errors(planned(flags, models["Qwen3-8B"]), "batch_size")
+    assert not any("validate_config" in f.message for f in found)
+    assert len(found) == 1 and "20 rows do not split evenly over the 8" in found[0].message, found
+    assert "trainer.balance_batch=False" in found[0].fix
+    off = planned({**flags, "overrides": ["trainer.balance_batch=False"]}, models["Qwen3-8B"])
+    assert errors(off, "batch_size") == []
+    script = PROBE.replace("\nresults = {}\n", """
+def balance(items, k):
+    from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
+    return get_seqlen_balanced_partitions(list(range(1, items + 1)), k_partitions=k, equal_size=True)
+""" + "\nresults = {}\n")
+    outcomes = run_probes(None, "0.7.0", {"20": ["balance", {"items": 20, "k": 8}],
+                                          "16": ["balance", {"items": 16, "k": 8}]}, script)
+    assert not outcomes["20"]["ok"] and "20 % 8 != 0" in outcomes["20"]["error"], outcomes
+    assert outcomes["16"]["ok"], outcomes
 
 
 MESH = textwrap.dedent('''
@@ -391,7 +409,7 @@ def test_with_filter_groups_off_each_step_trains_on_the_generation_batch(models)
     if realverl.verl_site("0.9.1") is None:
         pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
     flags = {**GPU, "framework": "fsdp", "devices": "0-7", "batch_size": 16, "mini_batch_size": 8,
-             "filter_groups": False}
+             "filter_groups": False, "dapo_source": "recipe"}  # the recipe trainer's generation batch
     bad = [f for f in errors(planned({**flags, "gen_batch_size": 20}, models["Qwen3-8B"])) if f.field == "mini_batch_size"]
     assert len(bad) == 1 and "generation batch" in bad[0].message
     assert not [f for f in errors(planned({**flags, "gen_batch_size": 24}, models["Qwen3-8B"]))

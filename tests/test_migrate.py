@@ -52,6 +52,7 @@ def test_migrate_maps_moved_keys_and_names_removed_ones(tmp_path):
         "# my DAPO run",
         "verl_version: 0.7.0",
         "device: gpu",
+        "dapo_source: recipe",  # the recipe trainer it ran (0.9.x's default is DAPO from verl's core: see below)
         "overrides:",
         "  - reward_model.overlong_buffer.log=True",  # a known move (the DAPO recipe -> the reward loop)
         "  - reward_model.sandbox_fusion.max_concurrent=32",  # a key-table candidate (same name and default)
@@ -155,3 +156,13 @@ def test_the_migration_benchmark_runs_one_script_through_verls_validation(tmp_pa
     run_benchmark("migrate_to_091.py", ["1", "verl-v0.7.0/recipe/dapo/test_dapo_7b.sh"],
                   r"^1 of 1 verl launch scripts, imported and migrated to 0.9.1, pass", tmp_path,
                   {"VERL_DEPLOY_VERIFY_ENV_DIR": str(root)})
+
+
+@pytest.mark.xfail(strict=True, reason="migrate writes reward.reward_kwargs.* without the `+` main_ppo's config "
+                   "needs, so a 0.7.0 DAPO config moved to 0.9.1's default (DAPO from verl's core) is refused as an "
+                   "unknown key (importer/migrate.py: left for the import helper)")
+def test_migrate_to_core_dapo_keeps_the_plus_main_ppo_needs(tmp_path):
+    config = tmp_path / "dapo.yaml"
+    config.write_text("verl_version: 0.7.0\ndevice: gpu\noverrides:\n  - reward_model.overlong_buffer.log=True\n")
+    result = run_cli("migrate", str(config), "--to", "0.9.1", "--output", str(tmp_path / "out.yaml"), "--json")
+    assert result.returncode == 0, json.loads(result.stdout)["findings"]

@@ -96,3 +96,39 @@ def test_a_development_tree_is_refused_in_one_line_unless_the_nearest_profile_is
                                             ("0.8.0rc1", "0.8.0"), ("0.6.1.post1", "0.6.1"), ("0.9.0", "0.9.0")])
 def test_release_of_reads_verls_version_strings(text, expected):
     assert release_of(text) == expected
+
+
+MIRROR = Path(os.environ.get("VERL_DEPLOY_VERL_MIRROR", "/work/.mirror/verl-project+verl/repo"))
+
+
+def test_a_checkout_of_verl_main_plans_with_the_nearest_profile_and_verls_own_code_of_main(tmp_path):
+    """verl's main branch itself (0.10.0.dev), not a stand-in: exported from a git mirror of verl, planned with
+    --nearest-profile, and verified by main's own config files, dataclasses and validate_config."""
+    import subprocess
+
+    if not (MIRROR / "HEAD").is_file():
+        pytest.skip(f"no git mirror of verl at {MIRROR} (VERL_DEPLOY_VERL_MIRROR)")
+    site = realverl.verl_site("0.9.1")  # the light packages verl imports (main needs the same ones as 0.9.1)
+    if site is None:
+        pytest.skip(f"real verl 0.9.1 cannot be installed here: {realverl.why_not('0.9.1')}")
+    tree = tmp_path / "verl-main"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(MIRROR), "archive", "main", "verl"], capture_output=True, timeout=120)
+    assert archive.returncode == 0, archive.stderr[-500:]
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True, timeout=120)
+    says = (tree / "verl" / "version" / "version").read_text().strip()
+    assert says.startswith("0.10."), says
+
+    refused = run_cli("plan", "--verl-dir", str(tree))
+    assert refused.returncode == 1 and says in refused.stderr and "--nearest-profile" in refused.stderr
+
+    shim = tmp_path / "bin" / "python3"  # a host whose python runs main's verl (with 0.9.1's light imports)
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nPYTHONPATH={tree}:{site} exec "{os.sys.executable}" "$@"\n')
+    shim.chmod(0o755)
+    code, data, _ = plan_json("--verl-dir", str(tree), "--nearest-profile", "--framework", "fsdp", "--device", "gpu",
+                              env={"PATH": f"{shim.parent}:{os.environ['PATH']}"})
+    assert data["verl"]["version"] == says and data["verl"]["profile"] == "0.9", data["verl"]
+    assert data["entry"]["module"] == "verl.trainer.main_ppo"  # DAPO from verl's core, never recipe.dapo
+    assert data["verify"]["verl_version"] == says and data["verify"]["status"] == "passed", data["verify"]
+    assert code == 0, [f for f in data["findings"] if f["level"] == "error"]

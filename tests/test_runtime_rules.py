@@ -263,12 +263,12 @@ GPU8 = {"device": "gpu", "devices": "0-7"}
 #   real expectation: None (runs) | a substring of the failure
 CASES = {
     # train_batch_size % ppo_mini_batch_size: engine workers assert (0.8+), legacy FSDP runs uneven
-    "engine-batch-not-multiple": ({"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "batch_size": 48,
-                                   "mini_batch_size": 32}, "Qwen3-8B", ("error", "mini_batch_size"),
+    "engine-batch-not-multiple": ({"verl_version": "0.9.1", "dapo_source": "recipe", "framework": "fsdp", **GPU8,
+                                   "batch_size": 48, "mini_batch_size": 32}, "Qwen3-8B", ("error", "mini_batch_size"),
                                   "0.9.1", "engine_train_mini_batch", dict(rows_per_dp=48, mini_batch_size=256, dp=8),
                                   "48 % 32 != 0"),
-    "engine-batch-multiple": ({"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "batch_size": 64,
-                               "mini_batch_size": 32}, "Qwen3-8B", ("ok", "mini_batch_size"),
+    "engine-batch-multiple": ({"verl_version": "0.9.1", "dapo_source": "recipe", "framework": "fsdp", **GPU8,
+                               "batch_size": 64, "mini_batch_size": 32}, "Qwen3-8B", ("ok", "mini_batch_size"),
                               "0.9.1", "engine_train_mini_batch", dict(rows_per_dp=64, mini_batch_size=256, dp=8), None),
     "legacy-fsdp-uneven-runs": ({"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "batch_size": 48,
                                  "mini_batch_size": 32}, "Qwen3-8B", ("ok", "mini_batch_size"),
@@ -337,6 +337,8 @@ CASES = {
 def _on(version: str, case: str) -> tuple:
     """The same case against another release: the plan for that release, that release's own code."""
     flags, model, expect, _where, probe, kwargs, failure = CASES[case]
+    if not version.startswith("0.9"):
+        flags = {k: v for k, v in flags.items() if k != "dapo_source"}  # the recipe is the only DAPO below 0.9
     if probe == "vllm_context" and version == "0.7.1":
         probe, kwargs = "vllm_context_init", {k: kwargs[k] for k in ("max_model_len", "max_position_embeddings")}
     return {**flags, "verl_version": version}, model, expect, version, probe, kwargs, failure
@@ -468,12 +470,15 @@ def test_06_sync_rollout_needs_the_sequence_inside_the_models_context(models, tm
     ("0.6.0", "dapo", "warning"), ("0.6.1", "dapo", "warning"), ("0.7.0", "dapo", "warning"),
     ("0.7.0", "one-step-off", "warning"), ("0.7.1", "dapo", "warning"), ("0.7.1", "one-step-off", "error"),
     ("0.8.0", "dapo", "error"), ("0.9.0", "one-step-off", "error"), ("0.9.1", "dapo", "error"),
+    ("0.9.1", "dapo-core", "info"),  # the V1 trainer pads the batch to a multiple of the mini-batch instead
 ])
 def test_batch_not_a_multiple_of_mini_batch_per_release(models, version, mode, level):
     """Legacy FSDP workers (0.6.x, 0.7.0, 0.7.1 DAPO: use_legacy_worker_impl=auto) split unevenly and run;
     the engine workers (0.7.1 one-step-off, 0.8.0+) assert (both real paths run in the cases above)."""
-    prepared = planned({"verl_version": version, "mode": mode, "framework": "fsdp", **GPU8, "batch_size": 48,
-                        "mini_batch_size": 32}, models["Qwen3-8B"])
+    source = {"dapo_source": "core" if mode == "dapo-core" else "recipe"} if version.startswith("0.9") and \
+        mode.startswith("dapo") else {}
+    prepared = planned({"verl_version": version, "mode": mode.replace("-core", ""), "framework": "fsdp", **GPU8,
+                        "batch_size": 48, "mini_batch_size": 32, **source}, models["Qwen3-8B"])
     found = [f for f in prepared.findings if f.field == "mini_batch_size" and "not a multiple" in f.message]
     assert [f.level for f in found] == [level]
 
@@ -483,7 +488,8 @@ def test_the_issue_command_fails_in_a_second_with_one_line_and_writes_nothing(tm
     from conftest import run_cli
 
     out = tmp_path / "out"
-    result = run_cli("generate", "--verl-version", "0.9.1", "--framework", "fsdp", "--device", "gpu", "--devices",
+    result = run_cli("generate", "--verl-version", "0.9.1", "--dapo-source", "recipe", "--framework", "fsdp",
+                     "--device", "gpu", "--devices",
                      "0-7", "--batch-size", "48", "--mini-batch-size", "32", "--model-path", str(models["Qwen3-8B"]),
                      "--output-dir", str(out))
     text = result.stdout + result.stderr
@@ -501,3 +507,40 @@ def test_rollout_tp_must_split_or_replicate_the_kv_heads(tmp_path):
     found = errors(planned({**flags, "gen_tp": 4}, tmp_path), "gen_tp")
     assert len(found) == 1 and "6 KV heads" in found[0].message
     assert errors(planned({**flags, "gen_tp": 2}, tmp_path), "gen_tp") == []
+
+
+V1_PAD = r'''
+def v1_padded_train(prompts, n, mini, dp):
+    # verl 0.9's V1 trainer: _balance_batch pads the step to a multiple of _get_required_batch_multiple(dp)
+    # (padding_utils.upsample_batch_to_divisible_size: remainder = len % multiple), then the engine trains it
+    from omegaconf import OmegaConf
+    multiple_of = load_function(verl_file("trainer/ppo/v1/trainer_base.py"), "_get_required_batch_multiple",
+                                "PPOTrainer", {"math": __import__("math")})
+    class Trainer: pass
+    trainer = Trainer(); trainer.use_critic = False; trainer.global_steps = 1
+    trainer.config = OmegaConf.create({"trainer": {"critic_warmup": 0}, "actor_rollout_ref": {
+        "actor": {"ppo_mini_batch_size": mini}, "rollout": {"n": n}}})
+    multiple = multiple_of(trainer, dp)
+    rows = prompts * n
+    padded = rows + (multiple - rows % multiple) % multiple
+    engine_train_mini_batch(rows_per_dp=padded // dp, mini_batch_size=mini * n, dp=dp)
+'''
+
+
+def test_the_v1_trainer_pads_a_batch_that_is_not_a_multiple_of_the_mini_batch(models):
+    """verl 0.9.1's V1 trainer (DAPO from verl's core, GRPO) pads 48 x 8 rows up to a multiple of lcm(DP 8, 32 x 8)
+    with no-op samples and trains; the recipe trainer on the same numbers hands 48 rows to the engine, which asserts.
+    plan says so (info) on V1 and refuses on the recipe."""
+    if realverl.verl_site("0.9.1") is None:
+        pytest.skip("verl 0.9.1 cannot be installed here (no package index)")
+    script = PROBE.replace("\nresults = {}\n", V1_PAD + "\nresults = {}\n")
+    outcomes = run_probes(None, "0.9.1", {"v1": ["v1_padded_train", dict(prompts=48, n=8, mini=32, dp=8)],
+                                          "recipe": ["engine_train_mini_batch",
+                                                     dict(rows_per_dp=48, mini_batch_size=256, dp=8)]}, script)
+    assert outcomes["v1"] == {"ok": True, "out": "reached"}, outcomes
+    assert not outcomes["recipe"]["ok"] and "48 % 32 != 0" in outcomes["recipe"]["error"], outcomes
+    flags = {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "batch_size": 48, "mini_batch_size": 32}
+    core = planned(flags, models["Qwen3-8B"])
+    assert core.plan.entry_module == "verl.trainer.main_ppo" and errors(core, "mini_batch_size") == []
+    assert any("pads each step with 128 no-op samples" in f.message for f in core.findings if f.level == "info")
+    assert len(errors(planned({**flags, "dapo_source": "recipe"}, models["Qwen3-8B"]), "mini_batch_size")) == 1

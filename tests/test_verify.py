@@ -88,6 +88,8 @@ VERIFIED = [(version, {}) for version in ("0.6.0", "0.6.1", "0.7.0", "0.7.1", "0
     ("0.6.1", {"framework": "fsdp", "device": "gpu"}), ("0.8.0", {"framework": "fsdp", "device": "gpu"}),
     ("0.8.0", ONE_STEP_OFF_GPU), ("0.9.0", ONE_STEP_OFF_GPU), ("0.9.1", ONE_STEP_OFF_GPU),
     ("0.9.1", {"mode": "one-step-off", "train_tp": 2, "train_pp": 1, "trainer_gpus": 4, "rollout_gpus": 4}),
+    # 0.9.x plans DAPO from verl's core by default (the rows above); the recipe trainer stays available
+    ("0.9.0", {"dapo_source": "recipe"}), ("0.9.1", {"dapo_source": "recipe"}),
 ]
 
 
@@ -145,7 +147,7 @@ def test_verify_fails_with_verls_own_message(tmp_path, version):
 def test_verify_reports_an_entry_that_does_not_import_with_the_checkout_command(tmp_path):
     site = site_or_skip("0.9.1")
     root = run_dir_with(tmp_path, site, RECIPES / "verl-recipe-e7f8895")  # what `git submodule update` gives on 0.9
-    plan = dapo_plan("0.9.1", root)
+    plan = dapo_plan("0.9.1", root, dapo_source="recipe")
     findings = findings_for(verify_plan(plan, python=str(python_with(tmp_path, site))), plan, required=True)
     entry = [f for f in findings if f.field == "entry"]
     assert entry and "cannot import name 'TaskRunner'" in entry[0].message
@@ -176,16 +178,16 @@ def test_verify_without_verl_there_is_unavailable_not_a_crash(tmp_path):
 
 
 def test_plan_shows_where_dapo_comes_from(tmp_path):
-    result = run_cli("plan", "--verl-version", "0.9.1", "--json")
+    result = run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "recipe", "--json")
     notes = [f["message"] for f in json.loads(result.stdout)["findings"] if f["level"] == "info"]
     assert any("verl-recipe ac8b84f" in n and "e7f8895" in n for n in notes), notes
-    human = run_cli("plan", "--verl-version", "0.9.1")
+    human = run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "recipe")
     assert "verl-recipe ac8b84f" in human.stdout
 
 
 def test_start_script_checks_the_entry_imports_before_ray(tmp_path, stubs):
     out = tmp_path / "out"
-    assert run_cli("generate", "--output-dir", str(out), "--verl-version", "0.9.1",
+    assert run_cli("generate", "--output-dir", str(out), "--verl-version", "0.9.1", "--dapo-source", "recipe",
                    "--run-dir", str(stubs["verl_root"])).returncode == 0
     error = "ImportError: cannot import name 'TaskRunner' from 'verl.trainer.main_ppo'"
     result = run_scripts(out, stubs, {"STUB_IMPORT_ERROR": error})

@@ -46,10 +46,13 @@ def test_verify_env_then_plan_verify_runs_verls_own_code_here(env_dir):
 
 def test_without_a_recipe_dapo_before_core_dapo_names_the_missing_entry(env_dir):
     assert run_cli("verify-env", "0.9.1", env=env_dir).returncode == 0
-    planned = json.loads(run_cli("plan", "--verl-version", "0.9.1", "--verify", "--verify-env", "--json",
-                                 env=env_dir).stdout)
+    planned = json.loads(run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "recipe", "--verify",
+                                 "--verify-env", "--json", env=env_dir).stdout)
     entry = [f for f in planned["findings"] if f["field"] == "entry"]
     assert entry and "recipe.dapo.main_dapo does not import" in entry[0]["message"]
+    core = json.loads(run_cli("plan", "--verl-version", "0.9.1", "--verify", "--verify-env", "--json",
+                              env=env_dir).stdout)  # DAPO from verl's core (the 0.9 default) needs no recipe
+    assert core["verify"]["status"] == "passed" and core["verify"]["entry"] == "verl.trainer.main_ppo", core["verify"]
 
 
 def test_plan_verify_env_without_one_says_how_to_build_it(tmp_path):

@@ -29,7 +29,8 @@ ACCEPTED = {"save_freq": 0, "gen_batch_size": 16, "batch_size": 32}  # checkpoin
 def test_what_verl_runs_plan_accepts(tmp_path, version):
     site = site_or_skip(version)
     root = run_dir_with(tmp_path, site, fixture_for(version))
-    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **ACCEPTED}, environ={})
+    recipe = {"dapo_source": "recipe"} if version.startswith("0.9") else {}  # the recipe's generation batch
+    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **ACCEPTED, **recipe}, environ={})
     assert not errors(prepared.findings), errors(prepared.findings)
     assert any(f.field == "gen_batch_size" and f.level == "info" and "2 batches" in f.message for f in prepared.findings)
     verified = verify_plan(prepared.plan, python=str(python_with(tmp_path, site)))
@@ -112,7 +113,7 @@ except AssertionError as exc:
 """
 
 
-@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+@pytest.mark.parametrize("version", ["0.7.0", "0.8.0", "0.9.1"])
 @pytest.mark.parametrize("batch, gen, n, rejected", [(4, 6, 3, True), (4, 8, 3, False), (6, 6, 4, False)])
 def test_agent_loop_chunking_is_refused_where_dataproto_chunk_asserts(version, batch, gen, n, rejected):
     import subprocess
@@ -127,8 +128,9 @@ def test_agent_loop_chunking_is_refused_where_dataproto_chunk_asserts(version, b
     assert real.stdout.startswith("assert" if rejected else "ok"), real.stdout
     if rejected:
         assert "only support equal chunk" in real.stdout
+    recipe = {"dapo_source": "recipe"} if version.startswith("0.9") else {}  # the recipe trainer's AgentLoopManager
     prepared = prepare(flags={"verl_version": version, "batch_size": batch, "gen_batch_size": gen, "n_resp_per_prompt": n,
-                              "mini_batch_size": 2}, environ={})
+                              "mini_batch_size": 2, **recipe}, environ={})
     ours = [f for f in errors(prepared.findings) if f.field == "gen_batch_size"]
     assert bool(ours) == rejected, [f.message for f in prepared.findings]
     if rejected:
@@ -154,7 +156,7 @@ def test_ulysses_without_remove_padding_is_refused_on_the_fsdp_engine():
 
 def test_with_filter_groups_off_the_generation_batch_must_divide_by_the_mini_batch():
     flags = {"verl_version": "0.9.1", "framework": "fsdp", "device": "gpu", "batch_size": 16, "mini_batch_size": 8,
-             "gen_batch_size": 20, "filter_groups": False}
+             "gen_batch_size": 20, "filter_groups": False, "dapo_source": "recipe"}
     bad = [f for f in errors(prepare(flags=flags, environ={}).findings) if f.field == "mini_batch_size"]
     assert bad and "generation batch" in bad[0].message
     assert not [f for f in errors(prepare(flags={**flags, "gen_batch_size": 24}, environ={}).findings)
@@ -186,3 +188,54 @@ def test_megatron_fixed_micro_batches_with_vpp_must_group_by_pp():
     assert not [f for f in errors(prepare(flags=ok, environ={}).findings) if "virtual pipeline" in f.message]
     dynamic = {**flags, "features": "vpp"}
     assert not [f for f in errors(prepare(flags=dynamic, environ={}).findings) if "virtual pipeline" in f.message]
+
+
+V1_CHUNK = """
+import sys, torch
+from verl.utils import tensordict_utils as tu
+rows, workers = int(sys.argv[1]), int(sys.argv[2])
+print([len(c) for c in tu.get_tensordict({"input_ids": torch.zeros(rows, 1)}).chunk(workers)])
+"""
+
+
+def test_the_v1_trainer_splits_its_prompts_unevenly_so_chunking_is_not_refused_there():
+    """verl 0.9's V1 trainer (v1/agent_loop_tq.py) hands its agent-loop workers TensorDict.chunk's pieces with
+    zip(strict=False): 18 rows over 8 workers run as uneven chunks, where DataProto.chunk asserts."""
+    import subprocess
+    import sys
+
+    import realverl
+
+    site_or_skip("0.9.1")
+    real = subprocess.run([sys.executable, "-c", V1_CHUNK, "18", "8"], capture_output=True, text=True,
+                          env=realverl.env_with_verl("0.9.1"), timeout=300)
+    assert real.returncode == 0 and sum(eval(real.stdout)) == 18, real.stderr[-2000:]
+    prepared = prepare(flags={"verl_version": "0.9.1", "batch_size": 6, "n_resp_per_prompt": 3, "mini_batch_size": 2},
+                       environ={})
+    assert prepared.plan.entry_module == "verl.trainer.main_ppo"
+    assert not [f for f in errors(prepared.findings) if "agent-loop" in f.message]
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.9.1"])
+@pytest.mark.parametrize("override, flags", [("algorithm.filter_groups.enable=False", {"filter_groups": False}),
+                                             ("trainer.test_freq=0", {"test_freq": 0})])
+def test_the_flag_a_refused_override_names_gives_a_plan_verl_accepts(tmp_path, version, override, flags):
+    """Issue #24 item 2: the override is refused (verl-deploy owns the key) with a flag that exists, and that flag
+    with the same value plans clean and passes verl's own validation of that release."""
+    refused = [f for f in errors(prepare(flags={"verl_version": version, "overrides": [override]}, environ={}).findings)
+               if f.field == "overrides"]
+    named = re.findall(r"--[a-z][a-z-]+", refused[0].fix) if refused else []
+    assert named and all(flag in _all_flags() for flag in named), refused
+    site = site_or_skip(version)
+    root = run_dir_with(tmp_path, site, fixture_for(version))
+    prepared = prepare(flags={"verl_version": version, "run_dir": str(root), **flags}, environ={})
+    assert not errors(prepared.findings), errors(prepared.findings)
+    key, value = override.split("=")
+    sent = {o.key: o.text() for o in prepared.plan.overrides}
+    if key in sent:  # the flag sends the value the override meant
+        assert sent[key] == override, sent[key]
+    else:  # or leaves verl's own default, which is that value (V1 sends no filter_groups when it is off)
+        from verl_deploy.profiles.keytables import key_table
+        assert str(key_table(version)[key]) == value, (key, key_table(version)[key])
+    verified = verify_plan(prepared.plan, python=str(python_with(tmp_path, site)))
+    assert verified.status == "passed", verified.as_dict()

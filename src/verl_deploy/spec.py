@@ -176,8 +176,8 @@ class RunSpec(BaseModel):
         None, flags="--dapo-source", panel="Run", view="Run", summary="training", deciding=True,
         when={"mode": ["dapo"], "algorithm": ["dapo"]}, since="0.9.0",
         description=("verl >= 0.9.0: DAPO from verl's core trainer (main_ppo, V1) or the verl-recipe trainer; "
-                     "default: the recipe (the launch verl-deploy has always made)"),
-        help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) | recipe (the verl-recipe DAPO trainer, default).")
+                     "default: core on 0.9.0+ (recipe below 0.9.0, where verl has only the recipe)"),
+        help="verl 0.9.0+: core (verl.trainer.main_ppo, V1 trainer) (default) | recipe (the verl-recipe DAPO trainer).")
     framework: Framework = spec_field(
         "megatron", flags="--framework", env="FRAMEWORK", panel="Run", view="Run", summary="training", config="run",
         help="megatron (default) | fsdp.")

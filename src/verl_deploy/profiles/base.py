@@ -168,6 +168,63 @@ FSDP: dict[str, tuple[Key, ...]] = {
 }
 
 
+# Keys the rules read but the launch never sets: a rule asks the profile for the key of a value
+# (Profile.keys_for) and reads what the launch sends there (the profile's value, or a user's --override), so
+# no rule spells a verl key. Some knobs above set several keys at once (micro_batch_size sets the actor's, the
+# reference's and the rollout's); a rule that needs one of them asks for it by its name here. `@fsdp` /
+# `@megatron` marks a key only that framework has.
+_MEG = A + "actor.megatron."
+
+READ_KEYS: dict[str, tuple[Key, ...]] = {
+    # the actor's, the rollout's (log-prob pass) and the reference's batch settings, one key each
+    "actor_micro_batch_size": keys(A + "actor.ppo_micro_batch_size_per_gpu"),
+    "log_prob_micro_batch_size": keys(A + "rollout.log_prob_micro_batch_size_per_gpu"),
+    "ref_log_prob_micro_batch_size": keys(A + "ref.log_prob_micro_batch_size_per_gpu"),
+    "actor_max_token_len": keys(A + "actor.ppo_max_token_len_per_gpu"),
+    "log_prob_max_token_len": keys(A + "rollout.log_prob_max_token_len_per_gpu"),
+    "ref_log_prob_max_token_len": keys(A + "ref.log_prob_max_token_len_per_gpu"),
+    "actor_use_dynamic_bsz": keys(A + "actor.use_dynamic_bsz"),
+    "log_prob_use_dynamic_bsz": keys(A + "rollout.log_prob_use_dynamic_bsz"),
+    # layout
+    "ulysses_sp@fsdp": keys(A + "actor.ulysses_sequence_parallel_size"),
+    "fsdp_size@fsdp": keys(A + "actor.fsdp_config.fsdp_size"),
+    "expert_parallel@megatron": keys(_MEG + "expert_model_parallel_size"),
+    "expert_tensor_parallel@megatron": keys(_MEG + "expert_tensor_parallel_size"),
+    "sequence_parallel@megatron": keys(_MEG + "sequence_parallel"),
+    "use_mbridge@megatron": keys(_MEG + "use_mbridge"),
+    "first_stage_layers@megatron": keys(_MEG + "override_transformer_config.num_layers_in_first_pipeline_stage"),
+    "last_stage_layers@megatron": keys(_MEG + "override_transformer_config.num_layers_in_last_pipeline_stage"),
+    # rollout
+    "rollout_mode": keys(A + "rollout.mode"),
+    "rollout_dp": keys(A + "rollout.data_parallel_size"),
+    "rollout_pp": keys(A + "rollout.pipeline_model_parallel_size"),
+    "agent_workers": keys(A + "rollout.agent.num_workers"),
+    "max_num_seqs": keys(A + "rollout.max_num_seqs"),
+    "calculate_log_probs": keys(A + "rollout.calculate_log_probs"),
+    # trainer
+    "use_legacy_worker_impl": keys("trainer.use_legacy_worker_impl"),
+    "balance_batch": keys("trainer.balance_batch"),
+}
+
+
+def read_key(knob: str, framework: str) -> tuple[Key, ...] | None:
+    """The keys of a knob only rules read, for this framework (None: not one of them)."""
+    for name in (f"{knob}@{framework}", knob):
+        if name in READ_KEYS:
+            return READ_KEYS[name]
+    if any(name.startswith(knob + "@") for name in READ_KEYS):
+        return ()  # the other framework's key: this framework has none
+    return None
+
+
+# Sections verl builds into dataclasses straight from the composed config when it starts (verify builds them the
+# same way; sections without `_target_` in a release are skipped). Not here: `ref` and `reward.reward_manager`, which
+# verl's workers first rewrite (engine_workers.py maps ref's log_prob_* keys) or read as plain DictConfig, and
+# `model`, whose dataclass loads the model's files.
+DATACLASS_SECTIONS: tuple[str, ...] = (A + "actor", A + "rollout", A + "rollout.checkpoint_engine", "algorithm",
+                                       "critic")
+
+
 # Dict-typed sections where verl accepts keys of its own choosing, even below a `_target_`
 # section (reference verl-keys.md §0): new keys there are fine with `+`.
 OPEN_SECTIONS: tuple[str, ...] = (
@@ -200,6 +257,7 @@ class Profile:
     # __init__.py at the tag, so only the yaml is packaged): such a run needs a verl source checkout
     wheel_lacks_entry: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     open_sections: tuple[str, ...] = OPEN_SECTIONS
+    dataclass_sections: tuple[str, ...] = DATACLASS_SECTIONS
 
     def is_open(self, key: str) -> bool:
         """May a new key be added here with `+` although its section is a dataclass?"""
@@ -219,6 +277,9 @@ class Profile:
                 return table[name]
         if knob in COMMON:
             return COMMON[knob]
+        found = read_key(knob, framework)
+        if found is not None:
+            return found
         raise KeyError(f"profile {self.name} has no key for knob {knob!r} ({framework}, {device})")
 
     def entry(self, mode: str, framework: str) -> tuple[str, str]:

@@ -94,8 +94,12 @@ def release_tuple(version: str) -> tuple[int, ...]:
 
 
 def dapo_source_for(spec) -> str:
-    """core | recipe: where DAPO's trainer comes from (recipe unless asked, and always on < 0.9.0)."""
-    return spec.dapo_source or "recipe"
+    """core | recipe: where DAPO's trainer comes from. verl 0.9.0+ has DAPO in its core trainer (the V1 replay
+    buffer's algorithm.filter_groups, the dapo reward manager's overlong buffer), and that is the default there;
+    `--dapo-source recipe` keeps the verl-recipe trainer for users who pinned it. Below 0.9.0: the recipe only."""
+    if spec.dapo_source:
+        return spec.dapo_source
+    return "core" if release_tuple(spec.verl_version) >= V1_SINCE else "recipe"
 
 
 def mechanism(spec) -> str:
@@ -261,12 +265,12 @@ def what_verl_runs(mode: str, version: str) -> str:
         return f"main_ppo V1 {V1_MODES[mode]}"
     if mode == "grpo":
         return "main_ppo V1 sync" if release >= V1_SINCE else "main_ppo (RayPPOTrainer)"
+    if mode == "dapo" and release >= V1_SINCE:  # DAPO from verl's core is the default there
+        return "main_ppo V1 sync; recipe: " + profile.entry_modules[mode]
     entry = profile.entry_modules[mode]
     text = entry.replace("verl.experimental.", "experimental.")
     if mode in profile.wheel_lacks_entry.get(version, ()):
         text += " (source checkout)"
-    if mode == "dapo" and release >= V1_SINCE:
-        text += "; core: main_ppo V1 sync"
     return text
 
 

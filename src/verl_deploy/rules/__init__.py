@@ -50,7 +50,9 @@ RULES: tuple[Rule, ...] = (
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine_workers.py:239 (0.7.1), 258 (0.8.0), 266 (0.9.0), "
                                         "267 (0.9.1) assert mini_batch_size % dp == 0",
         "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:236 (0.6.0), 237 (0.6.1), 244 (0.7.0), 251 (0.7.1) "
-                                   "assert ppo_mini_batch_size > 0 after normalization, then % micro",
+                                   "assert ppo_mini_batch_size > 0 after normalization, then % micro at "
+                                   "verl/workers/fsdp_workers.py:248-252 (0.6.0), 249-253 (0.6.1), 256-260 (0.7.0), "
+                                   "263-267 (0.7.1)",
     }),
     Rule(lengths.validation_temperature, {
         "0.6.0-0.9.1 where validate_config runs": "verl/utils/config.py:193 (0.6.x), 197 (0.7.0), 186 (0.7.1-0.9.0), "
@@ -92,10 +94,19 @@ RULES: tuple[Rule, ...] = (
     Rule(algorithm.resume_path_is_given, {
         "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
                        "1064 (0.8.0), 1073 (0.9.0-0.9.1) _load_checkpoint asserts resume_from_path",
+        "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:805-806 (0.9.0), 866-867 (0.9.1) assert "
+                            "resume_from_path",
+        "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_trainer.py:718-719 (0.8.0), "
+                                     "1000-1001 (0.9.0-0.9.1) assert resume_from_path; "
+                                     "verl/experimental/fully_async_policy/fully_async_rollouter.py:652-663 (0.8.0), "
+                                     "695-706 (0.9.0-0.9.1) assert resume_from_path, raise Unknown resume_mode",
     }),
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
                        "raise ValueError use_remove_padding",
+        "0.6.0-0.9.1 where validate_config runs": "verl/workers/config/actor.py:244-246 (0.6.0), 246-248 (0.6.1), "
+                                                  "301-303 (0.7.0), 318-320 (0.7.1), 330-332 (0.8.0), 342-344 "
+                                                  "(0.9.0), 338-340 (0.9.1) FSDPActorConfig.validate raise ValueError",
     }),
     Rule(async_modes.separate_async_batch_is_sync_steps_of_mini_batches, {
         "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:50 (0.9.0), 59 (0.9.1) "
@@ -104,7 +115,8 @@ RULES: tuple[Rule, ...] = (
     Rule(async_modes.separate_async_rollout_pool, {
         "0.9.0-0.9.1 (V1 separate_async)": "verl/trainer/ppo/v1/trainer_separate_async.py:55-59 (0.9.0), 64-68 "
                                            "(0.9.1) assert rollout nnodes, n_gpus_per_node > 0, checkpoint_engine "
-                                           "backend != naive",
+                                           "backend != naive; verl/workers/rollout/llm_server.py:500 (0.9.0), 389 "
+                                           "(0.9.1) assert nnodes > 0 in standalone mode",
     }),
     Rule(async_modes.v1_batch_divides_by_sync_step, {
         "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:511 (0.9.0), 535 (0.9.1) assert train_batch_size % "
@@ -130,7 +142,8 @@ RULES: tuple[Rule, ...] = (
     Rule(async_modes.fully_async_rollouter_settings, {
         "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
                                      "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
-                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1",
+                                     "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1; "
+                                     "690 (0.8.0), 733 (0.9.0-0.9.1) assert calculate_log_probs",
         "0.7.1 (fully-async, source checkout)": "the same asserts at lines 66-70 of fully_async_rollouter.py at tag "
                                                 "v0.7.1 (its wheel packages no .py file of fully_async_policy)",
     }),
@@ -182,9 +195,38 @@ RULES: tuple[Rule, ...] = (
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/megatron/transformer_impl.py:83 (0.7.1), 90 (0.8.0), "
                                         "191 (0.9.0-0.9.1) assert use_mbridge",
     }),
+    Rule(batch.engine_fixed_micro_batches, {
+        "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/utils.py:92 (0.7.1), 91 (0.8.0), 125 (0.9.0-0.9.1) "
+                                        "prepare_micro_batches assert total_data_size % micro_batch_size_per_gpu",
+    }),
+    Rule(batch.balance_batch_splits_evenly, {
+        "0.6.0-0.9.1 (legacy trainer, recipes)": "verl/utils/seqlen_balancing.py:103 (0.6.0), 113 (0.6.1), "
+                                                 "147 (0.7.0-0.9.1) karmarkar_karp assert len % k_partitions; "
+                                                 "get_seqlen_balanced_partitions called from "
+                                                 "verl/trainer/ppo/ray_trainer.py:911 (0.6.0), 940 (0.6.1), 1129 "
+                                                 "(0.7.0), 1071 (0.7.1), 1201 (0.8.0), 1210 (0.9.0), 1235 (0.9.1)",
+    }),
+    Rule(layout.fsdp_size_tiles_world, {
+        "0.6.0-0.9.1": "verl/workers/engine/fsdp/utils.py:35 (0.6.0-0.7.0), 54 (0.7.1), 56 (0.8.0), 51 "
+                       "(0.9.0-0.9.1) init_device_mesh mesh_shape=(world_size // fsdp_size, fsdp_size); called from "
+                       "verl/workers/engine/fsdp/transformer_impl.py:173 (0.6.0-0.6.1), 185 (0.7.0), 202 (0.7.1), "
+                       "217 (0.8.0), 222 (0.9.0), 241 (0.9.1) create_device_mesh",
+        "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:103 (0.6.0), 104 (0.6.1-0.7.0), 106 (0.7.1) "
+                                   "init_device_mesh; 159 (0.6.0), 160 (0.6.1), 167 (0.7.0), 174 (0.7.1) "
+                                   "create_device_mesh",
+    }),
+    Rule(lengths.rollout_batched_tokens_fit, {
+        "vLLM": "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (earlier releases: "
+                "SchedulerConfig._verify_args): raise ValueError max_num_batched_tokens < max_num_seqs; "
+                "max_num_batched_tokens < max_model_len and not enable_chunked_prefill",
+    }),
     Rule(algorithm.rollout_mode_sync_removed, {
         "0.7.0-0.9.1": "verl/workers/config/rollout.py:226 (0.7.0), 252 (0.7.1), 288 (0.8.0), 280 (0.9.0), "
                        "282 (0.9.1) raise ValueError",
+        "0.8.0-0.9.1 (one-step-off, fully-async)": "verl/experimental/one_step_off_policy/ray_trainer.py:181 (0.8.0), "
+                                                   "180 (0.9.0-0.9.1) assert rollout mode async; "
+                                                   "verl/experimental/fully_async_policy/fully_async_rollouter.py:798 "
+                                                   "(0.8.0), 842 (0.9.0-0.9.1) the same assert",
     }),
 )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verl_deploy.findings import Finding, error
-from verl_deploy.rules.context import A, RuleContext
+from verl_deploy.rules.context import RuleContext
 
 # ActorConfig.__post_init__ valid_loss_agg_modes (verl/workers/config/actor.py) at each tag
 LOSS_AGG_MODES_BEFORE_0_9 = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -13,7 +13,7 @@ LOSS_AGG_MODES_FROM_0_9 = ("token-mean", "token-sum", "seq-mean-token-sum", "seq
 
 def loss_agg_mode_in_release(ctx: RuleContext) -> list[Finding]:
     """ActorConfig raises `Invalid loss_agg_mode` for a mode its release does not list (token-sum came in 0.9.0)."""
-    mode = str(ctx.get(A + "actor.loss_agg_mode", ctx.spec.loss_agg_mode))
+    mode = str(ctx.get("loss_agg_mode", ctx.spec.loss_agg_mode))
     valid = LOSS_AGG_MODES_FROM_0_9 if ctx.version >= (0, 9, 0) else LOSS_AGG_MODES_BEFORE_0_9
     if mode in valid:
         return []
@@ -25,34 +25,41 @@ def loss_agg_mode_in_release(ctx: RuleContext) -> list[Finding]:
 def resume_path_is_given(ctx: RuleContext) -> list[Finding]:
     """RayPPOTrainer._load_checkpoint: resume_mode=resume_path asserts resume_from_path is a str holding
     'global_step_' (after the model is loaded)."""
-    if str(ctx.get("trainer.resume_mode", "auto")) != "resume_path":
+    mode = str(ctx.get("resume_mode", "auto"))
+    if ctx.spec.mode == "fully-async" and mode not in ("auto", "disable", "resume_path"):
+        return [error("overrides", f"{ctx.key('resume_mode')}={mode}: verl {ctx.spec.verl_version}'s fully-async "
+                      "rollouter raises 'Unknown resume_mode'", f"use {ctx.key('resume_mode')}=auto, disable or "
+                      "resume_path (or drop the --override: verl-deploy resumes from the newest checkpoint)")]
+    if mode != "resume_path":
         return []
-    path = ctx.get("trainer.resume_from_path", None)
+    path = ctx.get("resume_from_path", None)
     if isinstance(path, str) and "global_step_" in path:
         return []
-    return [error("overrides", f"trainer.resume_mode=resume_path with resume_from_path {path!r}: verl "
+    return [error("overrides", f"{ctx.key('resume_mode')}=resume_path with resume_from_path {path!r}: verl "
                   f"{ctx.spec.verl_version}'s trainer asserts a path to a global_step_N directory",
-                  "add --override trainer.resume_from_path=CKPTS_DIR/global_step_N, or drop resume_mode "
+                  f"add --override {ctx.key('resume_from_path')}=CKPTS_DIR/global_step_N, or drop resume_mode "
                   "(verl-deploy resumes from the newest checkpoint itself)")]
 
 
 def ulysses_needs_remove_padding(ctx: RuleContext) -> list[Finding]:
-    """0.8.0+ FSDP engine (verl/workers/engine/fsdp/transformer_impl.py): Ulysses sequence parallel > 1 without
-    use_remove_padding raises ValueError when the engine is built."""
-    if ctx.framework != "fsdp" or not ctx.engine_workers or ctx.sp <= 1:
+    """Ulysses sequence parallel > 1 without model.use_remove_padding: validate_config's FSDPActorConfig.validate
+    raises (every release, where validate_config runs), and so does the 0.8.0+ FSDP engine when it is built
+    (verl/workers/engine/fsdp/transformer_impl.py). The 0.6.x/0.7.0 in-tree DAPO recipe runs neither check."""
+    if ctx.framework != "fsdp" or ctx.sp <= 1 or not (ctx.engine_workers or ctx.validate_config_runs):
         return []
-    if ctx.flag(A + "model.use_remove_padding", False):
+    if ctx.flag("remove_padding", False):
         return []
+    where = "FSDP engine" if ctx.engine_workers and not ctx.validate_config_runs else "validate_config"
     return [error("features", f"Ulysses sequence parallel {ctx.sp} without remove-padding: verl "
-                  f"{ctx.spec.verl_version}'s FSDP engine raises 'you must enable `use_remove_padding`'",
+                  f"{ctx.spec.verl_version}'s {where} raises 'you must enable `use_remove_padding`'",
                   "turn remove_padding on (--features remove_padding), or drop the Ulysses override")]
 
 
 def rollout_mode_sync_removed(ctx: RuleContext) -> list[Finding]:
     """0.7.0+: RolloutConfig.__post_init__ raises for rollout.mode=sync (the agent loop is the only rollout); 0.6.x
     scripts still pass it."""
-    key = A + "rollout.mode"
-    if ctx.version < (0, 7, 0) or str(ctx.get(key, "async")) != "sync":
+    key = ctx.key("rollout_mode")
+    if ctx.version < (0, 7, 0) or str(ctx.get("rollout_mode", "async")) != "sync":
         return []
     return [error("override", f"{key}=sync: verl {ctx.spec.verl_version} removed the sync rollout and its "
                   "RolloutConfig raises 'Rollout mode 'sync' has been removed'",
@@ -62,10 +69,10 @@ def rollout_mode_sync_removed(ctx: RuleContext) -> list[Finding]:
 def recipe_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
     """RayDAPOTrainer.fit: group filtering reads `new_batch.non_tensor_batch[metric]`: a null metric fails
     at the first step (KeyError: None), after the model loaded."""
-    if not ctx.plan.entry_module.endswith("dapo.main_dapo") or not ctx.flag("algorithm.filter_groups.enable", False):
+    if not ctx.plan.entry_module.endswith("dapo.main_dapo") or not ctx.flag("filter_groups_enable", False):
         return []
-    if ctx.get("algorithm.filter_groups.metric", None):
+    if ctx.get("filter_groups_metric", None):
         return []
-    return [error("filter_groups_metric", "algorithm.filter_groups.enable with no metric: the DAPO recipe trainer "
+    return [error("filter_groups_metric", f"{ctx.key('filter_groups_enable')} with no metric: the DAPO recipe trainer "
                   "looks the metric up by name in each batch and fails at its first step (KeyError: None)",
                   "give --filter-groups-metric (acc, score, seq_reward or seq_final_reward)")]

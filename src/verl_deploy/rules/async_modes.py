@@ -7,28 +7,24 @@ one line each, on the values the launch sends (the profile's keys and any --over
 from __future__ import annotations
 
 from verl_deploy.findings import Finding, error
-from verl_deploy.rules.context import A, RuleContext
-
-_MODE = "trainer.v1.trainer_mode"
-_SYNC_STEP = "trainer.v1.separate_async.parameter_sync_step"
+from verl_deploy.rules.context import RuleContext
 
 
 def _v1_mode(ctx: RuleContext) -> str | None:
     """The V1 trainer mode this run builds, or None when the run does not go through the V1 trainer."""
     if ctx.version < (0, 9, 0) or ctx.plan.entry_module != "verl.trainer.main_ppo":
         return None
-    if not ctx.flag("trainer.use_v1", True):
+    if not ctx.flag("use_v1", True):
         return None
-    return str(ctx.get(_MODE, "sync"))
+    return str(ctx.get("trainer_mode", "sync"))
 
 
 def separate_async_batch_is_sync_steps_of_mini_batches(ctx: RuleContext) -> list[Finding]:
     """PPOTrainerSeparateAsync.__init__: train_batch_size == parameter_sync_step x ppo_mini_batch_size."""
     if _v1_mode(ctx) != "separate_async":
         return []
-    batch = ctx.number("data.train_batch_size", ctx.spec.batch_size)
-    mini = ctx.number(A + "actor.ppo_mini_batch_size", ctx.spec.effective_mini_batch_size)
-    step = ctx.number(_SYNC_STEP, 4)
+    batch, mini = ctx.batch, ctx.mini
+    step = ctx.number("parameter_sync_step", 4)
     if batch == step * mini:
         return []
     fix = (f"use --parameter-sync-step {batch // mini}" if mini and batch % mini == 0 else
@@ -44,14 +40,14 @@ def separate_async_rollout_pool(ctx: RuleContext) -> list[Finding]:
     if _v1_mode(ctx) != "separate_async":
         return []
     found: list[Finding] = []
-    for key, what in (("rollout.nnodes", "nodes"), ("rollout.n_gpus_per_node", "devices per node")):
-        if ctx.number(A + key, 0) <= 0:
-            found.append(error("rollout_gpus", f"{A}{key} is {ctx.get(A + key, 0)}: verl {ctx.spec.verl_version}'s "
+    for knob, what in (("v1_rollout_nnodes", "nodes"), ("v1_rollout_gpus", "devices per node")):
+        if ctx.number(knob, 0) <= 0:
+            found.append(error("rollout_gpus", f"{ctx.key(knob)} is {ctx.get(knob, 0)}: verl {ctx.spec.verl_version}'s "
                                f"separate_async trainer asserts the rollout pool has {what} (> 0)",
                                "give the rollout pool devices with --rollout-gpus (and drop the --override)"))
-    backend = str(ctx.get(A + "rollout.checkpoint_engine.backend", "naive"))
+    backend = str(ctx.get("checkpoint_engine", "naive"))
     if backend == "naive":
-        found.append(error("overrides", f"{A}rollout.checkpoint_engine.backend=naive: verl {ctx.spec.verl_version}'s "
+        found.append(error("overrides", f"{ctx.key('checkpoint_engine')}=naive: verl {ctx.spec.verl_version}'s "
                            "separate_async trainer asserts another backend (nccl, nixl, mooncake, ...)",
                            "drop the --override (the launch sends nccl, which is HCCL on Ascend)"))
     return found
@@ -62,8 +58,8 @@ def v1_batch_divides_by_sync_step(ctx: RuleContext) -> list[Finding]:
     mode = _v1_mode(ctx)
     if mode is None or mode != "separate_async":  # other modes read parameter_sync_step as 1
         return []
-    batch = ctx.number("data.train_batch_size", ctx.spec.batch_size)
-    step = ctx.number(_SYNC_STEP, 4)
+    batch = ctx.batch
+    step = ctx.number("parameter_sync_step", 4)
     if step > 0 and batch % step == 0:
         return []
     return [error("parameter_sync_step", f"batch {batch} does not divide by parameter_sync_step {step}: verl "
@@ -76,14 +72,14 @@ def v1_off_policy_bound(ctx: RuleContext) -> list[Finding]:
     if _v1_mode(ctx) is None:
         return []
     found: list[Finding] = []
-    threshold = ctx.get("trainer.v1.sampler.max_off_policy_threshold", 8)
+    threshold = ctx.get("max_off_policy", 8)
     if not (isinstance(threshold, int) and not isinstance(threshold, bool) and threshold > 0):
-        found.append(error("max_off_policy", f"trainer.v1.sampler.max_off_policy_threshold={threshold!r}: verl "
+        found.append(error("max_off_policy", f"{ctx.key('max_off_policy')}={threshold!r}: verl "
                            f"{ctx.spec.verl_version}'s replay buffer asserts an integer > 0",
                            "use --max-off-policy N with N >= 1"))
-    strategy = ctx.get("trainer.v1.sampler.max_off_policy_strategy", "drop")
+    strategy = ctx.get("off_policy_strategy", "drop")
     if strategy not in ("drop", "wait"):
-        found.append(error("off_policy_strategy", f"trainer.v1.sampler.max_off_policy_strategy={strategy!r}: verl "
+        found.append(error("off_policy_strategy", f"{ctx.key('off_policy_strategy')}={strategy!r}: verl "
                            f"{ctx.spec.verl_version}'s replay buffer asserts drop or wait",
                            "use --off-policy-strategy drop or wait"))
     return found
@@ -91,11 +87,11 @@ def v1_off_policy_bound(ctx: RuleContext) -> list[Finding]:
 
 def v1_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
     """PPOTrainer._resolve_filter_groups_metric (V1): group filtering on needs a metric."""
-    if _v1_mode(ctx) is None or not ctx.flag("algorithm.filter_groups.enable", False):
+    if _v1_mode(ctx) is None or not ctx.flag("filter_groups_enable", False):
         return []
-    if ctx.get("algorithm.filter_groups.metric", None):
+    if ctx.get("filter_groups_metric", None):
         return []
-    return [error("filter_groups_metric", f"algorithm.filter_groups.enable with no metric: verl "
+    return [error("filter_groups_metric", f"{ctx.key('filter_groups_enable')} with no metric: verl "
                   f"{ctx.spec.verl_version}'s V1 trainer raises 'algorithm.filter_groups.metric must be set'",
                   "give --filter-groups-metric (acc, score, seq_reward, ...)")]
 
@@ -106,12 +102,13 @@ def fully_async_rollouter_settings(ctx: RuleContext) -> list[Finding]:
     if not ctx.plan.entry_module.startswith("verl.experimental.fully_async_policy"):
         return []
     checks = (
-        (not ctx.flag(A + "hybrid_engine", True), f"{A}hybrid_engine must be False"),
-        (ctx.number("data.train_batch_size", 0) == 0, "data.train_batch_size must be 0 (the trainer takes "
-                                                      "mini-batch x require_batches prompts a step instead)"),
-        (ctx.number("data.gen_batch_size", 1) == 1, "data.gen_batch_size must be 1"),
-        (float(ctx.get("async_training.staleness_threshold", 0.1)) >= 0, "staleness_threshold must be >= 0"),
-        (ctx.number("async_training.trigger_parameter_sync_step", 4) >= 1, "trigger_parameter_sync_step must be >= 1"),
+        (not ctx.flag("hybrid_engine", True), f"{ctx.key('hybrid_engine')} must be False"),
+        (ctx.number("train_batch_size", 0) == 0, f"{ctx.key('train_batch_size')} must be 0 (the trainer takes "
+                                                 "mini-batch x require_batches prompts a step instead)"),
+        (ctx.number("gen_batch_size", 1) == 1, f"{ctx.key('gen_batch_size')} must be 1"),
+        (ctx.real("staleness_threshold", 0.1) >= 0, "staleness_threshold must be >= 0"),
+        (ctx.number("trigger_parameter_sync_step", 4) >= 1, "trigger_parameter_sync_step must be >= 1"),
+        (ctx.flag("calculate_log_probs", True), f"{ctx.key('calculate_log_probs')} must be True"),
     )
     return [error("overrides", f"{what}: verl {ctx.spec.verl_version}'s fully-async rollouter asserts it",
                   "drop the --override of it (the launch sends what verl asserts)") for ok, what in checks if not ok]

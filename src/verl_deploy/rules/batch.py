@@ -1,20 +1,26 @@
-"""Batch-size assertions verl makes when it splits a step into mini-batches, per worker implementation."""
+"""Batch-size assertions verl makes when it splits a step into mini- and micro-batches, per worker implementation
+and trainer (the legacy RayPPOTrainer and the recipes balance the batch as it is; verl 0.9's V1 trainer pads it)."""
 
 from __future__ import annotations
 
-from verl_deploy.findings import Finding, error, warning
-from verl_deploy.rules.context import A, RuleContext
+from verl_deploy.findings import Finding, error, info, warning
+from verl_deploy.rules.context import RuleContext
 
 
 def mini_batch_divides_batch(ctx: RuleContext) -> list[Finding]:
     """train_batch_size % ppo_mini_batch_size. The engine workers iterate with tensordict_utils.make_iterator,
-    which asserts it; the legacy FSDP actor splits with DataProto.split and runs a smaller last mini-batch.
-    (Legacy Megatron: see legacy_megatron_mini_batch, which asserts the per-rank form of the same thing.)"""
+    which asserts it; the legacy FSDP actor splits with DataProto.split and runs a smaller last mini-batch; the V1
+    trainer pads the step's batch to a multiple of mini x n first. (Legacy Megatron: legacy_megatron_mini_batch.)"""
     batch, mini = ctx.step_batch, ctx.mini
     if mini <= 0 or batch < mini or batch % mini == 0:
         return []
     what = "batch size" if batch == ctx.batch else "generation batch (filter_groups off: each step trains on it)"
     fix = f"use a mini-batch size that divides the {what} {batch} (e.g. {largest_divisor(batch, mini)})"
+    if ctx.v1:
+        padding = ctx.step_rows - batch * ctx.n
+        return [info("mini_batch_size", f"batch {batch} is not a multiple of the mini-batch {mini}: verl "
+                     f"{ctx.spec.verl_version}'s V1 trainer pads each step with {padding} no-op samples (they train "
+                     "nothing and cost their compute)", fix)]
     if ctx.engine_workers:
         return [error("mini_batch_size", f"{what} {batch} is not a multiple of the mini-batch size {mini}: "
                       f"verl {ctx.spec.verl_version}'s engine workers assert it "
@@ -63,11 +69,11 @@ def mini_batch_divides_dp(ctx: RuleContext) -> list[Finding]:
     if per_rank == 0:
         return [error("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} is smaller than the "
                       f"data-parallel size {dp}: verl's FSDP worker asserts the per-rank mini-batch is > 0", fix)]
-    micro = ctx.number(A + "actor.ppo_micro_batch_size_per_gpu", 1)
+    micro = ctx.number("actor_micro_batch_size", 1)
     if not ctx.dynamic and micro > 0 and per_rank % micro:
         return [error("override", f"per-rank mini-batch {per_rank} is not a multiple of "
                       f"ppo_micro_batch_size_per_gpu {micro}: verl's FSDP worker asserts it",
-                      "use a micro-batch size that divides the per-rank mini-batch")]
+                      f"set {ctx.key('actor_micro_batch_size')} to a divisor of {per_rank} with --override")]
     if (mini * n) % dp:
         return [warning("mini_batch_size", f"mini-batch {mini} x {n} responses = {mini * n} does not divide by the "
                         f"data-parallel size {dp}: each rank rounds down to {per_rank}", fix)]
@@ -80,10 +86,11 @@ def largest_divisor(number: int, at_most: int) -> int:
 
 def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
     """0.7.0+: AgentLoopManager.generate_sequences splits the step's prompts x n over rollout.agent.num_workers
-    with DataProto.chunk, which asserts an equal split (padding is off there)."""
-    if ctx.version < (0, 7, 0) or str(ctx.get(A + "rollout.mode", "async")) != "async":
+    with DataProto.chunk, which asserts an equal split (padding is off there). The V1 trainer's manager
+    (v1/agent_loop_tq.py) splits a TensorDict instead, unevenly and without an assert."""
+    if ctx.version < (0, 7, 0) or ctx.v1 or str(ctx.get("rollout_mode", "async")) != "async":
         return []
-    workers = ctx.number(A + "rollout.agent.num_workers", 8)
+    workers = ctx.number("agent_workers", ctx.default("agent_workers", 8))
     samples = ctx.gen_batch * ctx.n
     if workers <= 0 or samples % workers == 0:
         return []
@@ -91,7 +98,7 @@ def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
                   f"over the {workers} agent-loop workers: verl {ctx.spec.verl_version}'s DataProto.chunk asserts "
                   "'only support equal chunk' at the first rollout",
                   f"make generation batch x responses a multiple of {workers} (--gen-batch-size / --batch-size / "
-                  f"--n-resp-per-prompt), or --override {A}rollout.agent.num_workers=N with N dividing {samples}")]
+                  f"--n-resp-per-prompt), or --override {ctx.key('agent_workers')}=N with N dividing {samples}")]
 
 
 def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
@@ -101,20 +108,21 @@ def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
     if not ctx.engine_workers:
         return []
     dynamic = ctx.dynamic
-    log_prob = ctx.get(A + "rollout.log_prob_use_dynamic_bsz", None)
+    log_prob = ctx.get("log_prob_use_dynamic_bsz", None)
     found: list[Finding] = []
     if log_prob is not None and not isinstance(log_prob, str) and bool(log_prob) != dynamic:
         found.append(error("features", f"actor.use_dynamic_bsz={dynamic} but rollout.log_prob_use_dynamic_bsz="
                            f"{bool(log_prob)}: verl {ctx.spec.verl_version}'s engine worker asserts they are equal",
-                           "drop the --override of rollout.log_prob_use_dynamic_bsz (it follows the actor's), or "
-                           "turn dynamic_batch on or off with --features"))
-    needed = (("rollout.log_prob_max_token_len_per_gpu", "actor.ppo_max_token_len_per_gpu") if dynamic else
-              ("rollout.log_prob_micro_batch_size_per_gpu", "actor.ppo_micro_batch_size_per_gpu"))
-    for key in needed:
-        if A + key in ctx.values and ctx.values[A + key] is None:
-            found.append(error("overrides", f"{A}{key} is null with dynamic batching {'on' if dynamic else 'off'}: "
+                           f"drop the --override of {ctx.key('log_prob_use_dynamic_bsz')} (it follows the actor's), "
+                           "or turn dynamic_batch on or off with --features"))
+    needed = (("log_prob_max_token_len", "actor_max_token_len") if dynamic else
+              ("log_prob_micro_batch_size", "actor_micro_batch_size"))
+    for knob in needed:
+        if ctx.is_null(knob):
+            key = ctx.key(knob)
+            found.append(error("overrides", f"{key} is null with dynamic batching {'on' if dynamic else 'off'}: "
                                f"verl {ctx.spec.verl_version}'s engine worker asserts it is set",
-                               f"give {A}{key} a number (or drop the --override that clears it)"))
+                               f"give {key} a number (or drop the --override that clears it)"))
     return found
 
 
@@ -126,7 +134,7 @@ def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
     if not ctx.engine_workers or ctx.framework != "megatron" or ctx.dynamic:
         return []
     per_rank = ctx.mini * ctx.n // ctx.dp
-    micro = ctx.number(A + "actor.ppo_micro_batch_size_per_gpu", 1)
+    micro = ctx.number("actor_micro_batch_size", 1)
     if micro <= 0 or per_rank <= 0:
         return []
     if per_rank % micro:
@@ -134,8 +142,7 @@ def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
                       f"{ctx.dp}) does not split into micro-batches of {micro}: verl {ctx.spec.verl_version}'s "
                       "prepare_micro_batches asserts it", "choose a mini-batch size whose mini x responses / DP is a "
                       f"multiple of {micro}, or turn dynamic_batch on (--features dynamic_batch)")]
-    vpp = ctx.number(A + "actor.megatron.virtual_pipeline_model_parallel_size", 1) if ctx.get(
-        A + "actor.megatron.virtual_pipeline_model_parallel_size") is not None else 1
+    vpp = ctx.number("vpp_size", 1) if ctx.get("vpp_size") is not None else 1
     count = per_rank // micro
     if vpp > 1 and ctx.pp > 1 and count % ctx.pp:
         return [error("mini_batch_size", f"virtual pipeline parallel: {count} micro-batches per rank is not a multiple "
@@ -143,3 +150,56 @@ def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
                       "groups micro-batches per virtual stage)", f"make mini x responses / DP / micro a multiple of "
                       f"{ctx.pp}, or turn dynamic_batch on, or vpp off")]
     return []
+
+
+def _uses_reference(ctx: RuleContext) -> bool:
+    return ctx.flag("use_kl_loss") or ctx.flag("use_kl_in_reward")
+
+
+def engine_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
+    """Engine workers with fixed micro-batches, every pass: prepare_micro_batches (engine/utils.py) asserts each
+    rank's rows divide by the pass's micro-batch size: the FSDP update (mini x n / DP rows per rank, by
+    ppo_micro_batch_size_per_gpu; Megatron's: megatron_fixed_micro_batches) and the log-prob passes of the actor
+    (rollout.log_prob_micro_batch_size_per_gpu) and of the reference (ref.log_prob_micro_batch_size_per_gpu) over
+    the rank's share of the whole step (batch x n / DP, after the V1 trainer's padding)."""
+    if not ctx.engine_workers or ctx.dynamic or ctx.dp <= 0:
+        return []
+    passes = [("log_prob_micro_batch_size", ctx.step_rows // ctx.dp, "the actor's log-prob pass")]
+    if _uses_reference(ctx):
+        passes.append(("ref_log_prob_micro_batch_size", ctx.step_rows // ctx.dp, "the reference's log-prob pass"))
+    if ctx.framework == "fsdp" and (ctx.mini * ctx.n) % ctx.dp == 0:
+        passes.insert(0, ("actor_micro_batch_size", ctx.mini * ctx.n // ctx.dp, "each update (mini-batch)"))
+    for knob, rows, what in passes:
+        micro = ctx.number(knob, 1) if ctx.sent(knob) and not ctx.is_null(knob) else 1
+        if rows <= 0 or micro <= 0 or rows % micro == 0:
+            continue
+        good = [d for d in range(1, rows + 1) if rows % d == 0]
+        return [error("override" if ctx.from_override(knob) else "mini_batch_size",
+                      f"{what} gives each of the {ctx.dp} data-parallel ranks {rows} rows, which do not split into "
+                      f"micro-batches of {micro} ({ctx.key(knob)}): verl {ctx.spec.verl_version}'s "
+                      "prepare_micro_batches asserts it", f"set {ctx.key(knob)} to one of {good[-6:]} with --override, "
+                      "or turn dynamic_batch on (--features dynamic_batch)")]
+    return []
+
+
+def balance_batch_splits_evenly(ctx: RuleContext) -> list[Finding]:
+    """trainer.balance_batch (on by default) in the legacy RayPPOTrainer and the recipes' trainers: _balance_batch
+    splits the step's batch x n rows into equal partitions with seqlen_balancing.get_seqlen_balanced_partitions,
+    which asserts the rows divide by the partition count (the actor's DP size; 0.6.x: the worker group's whole
+    world size). validate_config checks the same only with fixed micro-batches; the V1 trainer pads instead."""
+    if ctx.v1 or ctx.spec.mode == "fully-async" or not ctx.flag("balance_batch", True):
+        return []
+    if ctx.spec.mode == "one-step-off" and ctx.version >= (0, 7, 1):  # its trainer has no _balance_batch call
+        return []
+    if ctx.validate_config_runs and not ctx.dynamic and (ctx.framework == "fsdp" or ctx.version >= (0, 7, 0)):
+        return []  # validate_config's minimal batch (a multiple of these partitions) is refused first
+    rows = ctx.step_batch * ctx.n
+    parts = ctx.trainer_world if ctx.version < (0, 7, 0) else ctx.dp
+    if parts <= 0 or rows % parts == 0:
+        return []
+    what = "devices" if ctx.version < (0, 7, 0) else "data-parallel ranks"
+    return [error("batch_size", f"batch {ctx.step_batch} x {ctx.n} responses = {rows} rows do not split evenly over "
+                  f"the {parts} {what}: verl {ctx.spec.verl_version}'s trainer balances each step's batch over them "
+                  "(trainer.balance_batch) and asserts it",
+                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}, or --override "
+                  f"{ctx.key('balance_batch')}=False")]

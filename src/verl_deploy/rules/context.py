@@ -1,23 +1,25 @@
 """What a runtime rule sees: the plan's resolved verl values, the model's facts, which code path runs.
 
-Rules read the values the launch really sends (the profile's keys and the user's own
-`--override`s), so an override that breaks an assertion is caught the same way.
+Rules read the values the launch really sends (the profile's keys and the user's own `--override`s), so an
+override that breaks an assertion is caught the same way. A rule names a *knob* (``mini_batch_size``,
+``ulysses_sp``); the profile answers with the verl key of that knob for the release, framework and device
+(profiles/base.py), so no rule spells a verl key.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import yaml
 
 from verl_deploy.compiler import Plan
-from verl_deploy.verl_release import release_numbers
-
-A = "actor_rollout_ref."
-
+from verl_deploy.profiles.keytables import key_table
+from verl_deploy.verl_release import release_numbers, release_of
 
 release = release_numbers  # '0.9.1.dev' -> (0, 9, 1): rules compare releases with it
+_UNSET = object()
 
 
 def plan_values(plan: Plan) -> dict[str, Any]:
@@ -63,13 +65,45 @@ class RuleContext:
     def framework(self) -> str:
         return self.spec.framework
 
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self.values.get(key, default)
+    # -- values, by knob: the profile names the key ---------------------------------------------
+    def key(self, knob: str) -> str | None:
+        """The verl key of `knob` on this release, framework and device (None: this launch has none)."""
+        try:
+            found = self.plan.profile.keys_for(knob, self.framework, self.spec.device, self.plan.mechanism)
+        except KeyError:
+            return None
+        return found[0].path if found else None
+
+    def default(self, knob: str, fallback: Any) -> Any:
+        """verl's own default of the knob's key in this release's config (its key table), else `fallback`."""
+        key = self.key(knob)
+        table = key_table(release_of(self.spec.verl_version)) or {}
+        value = table.get(key) if key else None
+        return fallback if value is None else value
+
+    def sent(self, knob: str) -> bool:
+        """Does the launch send the knob's key (set by the profile or an --override)?"""
+        key = self.key(knob)
+        return key is not None and key in self.values
+
+    def is_null(self, knob: str) -> bool:
+        """The launch sends the knob's key as null (an --override clearing it)."""
+        key = self.key(knob)
+        return key is not None and key in self.values and self.values[key] is None
+
+    def from_override(self, knob: str) -> bool:
+        key = self.key(knob)
+        return any(o.key == key and o.origin == "--override" for o in self.plan.overrides)
+
+    def get(self, knob: str, default: Any = None) -> Any:
+        key = self.key(knob)
+        value = self.values.get(key, default) if key else default
         return default if value is None else value
 
-    def number(self, key: str, default: int) -> int:
-        """An integer verl reads from `key`; a value that is not one is the user's mistake (WrongType)."""
-        value = self.get(key, default)
+    def number(self, knob: str, default: int) -> int:
+        """An integer verl reads from the knob's key; a value that is not one is the user's mistake (WrongType)."""
+        value = self.get(knob, default)
+        key = self.key(knob) or knob
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise WrongType(key, value, "a whole number")
         try:
@@ -80,18 +114,18 @@ class RuleContext:
             raise WrongType(key, value, "a whole number")
         return int(number)
 
-    def real(self, key: str, default: float) -> float:
-        """A number verl reads from `key` (temperature, ratios)."""
-        value = self.get(key, default)
+    def real(self, knob: str, default: float) -> float:
+        """A number verl reads from the knob's key (temperature, ratios)."""
+        value = self.get(knob, default)
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise WrongType(key, value, "a number")
+            raise WrongType(self.key(knob) or knob, value, "a number")
         try:
             return float(value)
         except ValueError:
-            raise WrongType(key, value, "a number") from None
+            raise WrongType(self.key(knob) or knob, value, "a number") from None
 
-    def flag(self, key: str, default: bool = False) -> bool:
-        value = self.get(key, default)
+    def flag(self, knob: str, default: bool = False) -> bool:
+        value = self.get(knob, default)
         return value if isinstance(value, bool) else str(value).lower() == "true"
 
     # -- which code verl runs for this launch ------------------------------------------------
@@ -106,7 +140,24 @@ class RuleContext:
             return False
         # one-step-off's and fully-async's yaml set `disable`
         default = "disable" if self.spec.mode in ("one-step-off", "fully-async") else "auto"
-        return str(self.get("trainer.use_legacy_worker_impl", default)) == "disable"
+        return str(self.get("use_legacy_worker_impl", default)) == "disable"
+
+    @property
+    def v1(self) -> bool:
+        """The run goes through verl 0.9's V1 trainer (main_ppo with trainer.use_v1): it pads each step's batch with
+        no-op samples to a multiple of lcm(DP, mini-batch x n) before the actor sees it (v1/trainer_base.py
+        _balance_batch, padding_utils.upsample_batch_to_divisible_size)."""
+        return (self.version >= (0, 9, 0) and self.plan.entry_module == "verl.trainer.main_ppo"
+                and self.flag("use_v1", True))
+
+    @property
+    def step_rows(self) -> int:
+        """Rows (prompts x n) the actor's log-prob pass and update see in one step, padding included."""
+        rows = self.step_batch * self.n
+        if not self.v1:
+            return rows
+        multiple = math.lcm(self.dp, max(1, self.mini * self.n))
+        return -(-rows // multiple) * multiple
 
     @property
     def validate_config_runs(self) -> bool:
@@ -116,27 +167,26 @@ class RuleContext:
 
     @property
     def trainer_world(self) -> int:
-        return self.number("trainer.n_gpus_per_node", self.spec.trainer_devices) * self.number(
-            "trainer.nnodes", self.spec.nnodes)
+        return self.number("n_gpus_per_node", self.spec.trainer_devices) * self.number("nnodes", self.spec.nnodes)
 
     @property
     def tp(self) -> int:
-        return self.number(A + "actor.megatron.tensor_model_parallel_size", 1) if self.framework == "megatron" else 1
+        return self.number("train_tp", 1) if self.framework == "megatron" else 1
 
     @property
     def pp(self) -> int:
-        return self.number(A + "actor.megatron.pipeline_model_parallel_size", 1) if self.framework == "megatron" else 1
+        return self.number("train_pp", 1) if self.framework == "megatron" else 1
 
     @property
     def cp(self) -> int:
-        return self.number(A + "actor.megatron.context_parallel_size", 1) if self.framework == "megatron" else 1
+        return self.number("train_cp", 1) if self.framework == "megatron" else 1
 
     @property
     def sp(self) -> int:
         """FSDP's Ulysses sequence parallel (1 for Megatron)."""
         if self.framework == "megatron":
             return 1
-        return self.number(A + "actor.ulysses_sequence_parallel_size", 1)
+        return self.number("ulysses_sp", 1)
 
     @property
     def dp(self) -> int:
@@ -145,36 +195,38 @@ class RuleContext:
 
     @property
     def batch(self) -> int:
-        return self.number("data.train_batch_size", self.spec.batch_size)
+        return self.number("train_batch_size", self.spec.batch_size)
 
     @property
     def gen_batch(self) -> int:
         """Prompts a DAPO generation step draws (data.gen_batch_size; the train batch outside DAPO)."""
         if self.plan.mechanism != "dapo":  # main_ppo (GRPO), V1 (one prompt at a time), the split modes
             return self.batch
-        return self.number("data.gen_batch_size", self.spec.effective_gen_batch_size)
+        return self.number("gen_batch_size", self.spec.effective_gen_batch_size)
 
     @property
     def step_batch(self) -> int:
         """Prompts one update trains on: DAPO with filter_groups off trains on the generation batch as it is
         (recipe/dapo/dapo_ray_trainer.py fit: `batch = new_batch`); otherwise the train batch."""
-        if self.plan.mechanism == "dapo" and not self.flag("algorithm.filter_groups.enable", self.spec.filter_groups):
+        if self.plan.mechanism == "dapo" and not self.flag("filter_groups_enable", self.spec.filter_groups):
             return self.gen_batch
+        if self.v1 and str(self.get("trainer_mode", "sync")) == "separate_async":  # one mini-batch per local step
+            return self.batch // max(1, self.number("parameter_sync_step", 1))
         return self.batch
 
     @property
     def mini(self) -> int:
-        return self.number(A + "actor.ppo_mini_batch_size", self.spec.effective_mini_batch_size)
+        return self.number("mini_batch_size", self.spec.effective_mini_batch_size)
 
     @property
     def n(self) -> int:
-        return self.number(A + "rollout.n", self.spec.n_resp_per_prompt)
+        return self.number("rollout_n", self.spec.n_resp_per_prompt)
 
     @property
     def dynamic(self) -> bool:
-        return self.flag(A + "actor.use_dynamic_bsz")
+        return self.flag("actor_use_dynamic_bsz")
 
     @property
     def sequence_length(self) -> int:
-        return self.number("data.max_prompt_length", self.spec.max_prompt_length) + self.number(
-            "data.max_response_length", self.spec.max_response_length)
+        return self.number("max_prompt_length", self.spec.max_prompt_length) + self.number(
+            "max_response_length", self.spec.max_response_length)

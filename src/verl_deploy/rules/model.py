@@ -4,11 +4,9 @@ TransformerConfig / TransformerBlock / MoELayer checks and vLLM's parallel-confi
 from __future__ import annotations
 
 from verl_deploy.findings import Finding, error
-from verl_deploy.rules.context import A, RuleContext
+from verl_deploy.rules.context import RuleContext
 
-_EP = A + "actor.megatron.expert_model_parallel_size"
-_UNEVEN = (A + "actor.megatron.override_transformer_config.num_layers_in_first_pipeline_stage",
-           A + "actor.megatron.override_transformer_config.num_layers_in_last_pipeline_stage")
+_UNEVEN = ("first_stage_layers", "last_stage_layers")
 
 
 def megatron_tp_divides_heads(ctx: RuleContext) -> list[Finding]:
@@ -45,7 +43,7 @@ def rollout_tp_divides_heads(ctx: RuleContext) -> list[Finding]:
     if heads is None or ctx.spec.rollout_engine != "vllm":
         return []
     kv = ctx.facts.num_key_value_heads or heads
-    tp = ctx.number(A + "rollout.tensor_model_parallel_size", ctx.spec.rollout_tp)
+    tp = ctx.number("rollout_tp", ctx.spec.rollout_tp)
     good = [d for d in range(1, min(heads, 16) + 1) if heads % d == 0 and (kv % d == 0 or d % kv == 0)]
     if heads % tp:
         return [error("gen_tp", f"rollout TP {tp} does not divide the model's {heads} attention heads: vLLM "
@@ -60,13 +58,13 @@ def moe_ep_divides_experts(ctx: RuleContext) -> list[Finding]:
     """MoELayer: num_moe_experts % expert_model_parallel_size == 0; TransformerConfig: EP > 1 needs MoE."""
     if ctx.framework != "megatron":
         return []
-    ep = ctx.number(_EP, 1)
+    ep = ctx.number("expert_parallel", 1)
     experts = ctx.facts.num_experts
     if ep <= 1:
         return []
     if experts is None and ctx.facts.num_attention_heads is not None:  # config read, and it is a dense model
         return [error("override", f"expert_model_parallel_size {ep} on a dense model: Megatron needs "
-                      "num_moe_experts for expert parallel", f"drop {_EP} or set it to 1")]
+                      "num_moe_experts for expert parallel", f"drop {ctx.key('expert_parallel')} or set it to 1")]
     if experts is not None and experts % ep:
         good = [d for d in range(1, min(experts, 64) + 1) if experts % d == 0]
         return [error("override", f"expert_model_parallel_size {ep} does not divide the model's {experts} "

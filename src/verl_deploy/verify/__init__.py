@@ -16,6 +16,7 @@ from typing import Any
 
 from verl_deploy.verl_release import release_of
 from verl_deploy.findings import Finding, error, info, warning
+from verl_deploy.verify.entry_import import MISSING, docker_down, missing_package_fix
 from verl_deploy.verify.program import build_program, parse_output
 
 DEFAULT_TIMEOUT = 240.0
@@ -63,7 +64,8 @@ def verify_plan(plan, *, container: str | None = None, python: str | None = None
     base = dict(entry=plan.entry_module, config_name=plan.config_name, run_dir=run_dir)
     if cwd is not None and not os.path.isdir(cwd):
         return VerifyResult(where, "unavailable", detail=f"the run directory {run_dir} does not exist on this host", **base)
-    program = build_program(plan.entry_module, plan.config_name, [o.text() for o in plan.overrides])
+    program = build_program(plan.entry_module, plan.config_name, [o.text() for o in plan.overrides],
+                            sections=plan.profile.dataclass_sections)
     env = dict(os.environ)
     env.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
@@ -108,7 +110,8 @@ def verify_on_ray(plan, address: str, *, python: str = "python3", timeout: float
     spec = plan.spec
     where = f"Ray head ({address})"
     base = dict(entry=plan.entry_module, config_name=plan.config_name, run_dir=spec.run_dir)
-    program = build_program(plan.entry_module, plan.config_name, [o.text() for o in plan.overrides], spec.run_dir)
+    program = build_program(plan.entry_module, plan.config_name, [o.text() for o in plan.overrides], spec.run_dir,
+                            plan.profile.dataclass_sections)
     try:
         from verl_deploy.backends.rayjobs import client
 
@@ -143,28 +146,37 @@ def check_area(plan, container: str | None):
     return area
 
 
-# verl's words -> (our field, the verl key, the fix). First match wins; the message itself is always shown.
+# verl's words -> (our field, the knob whose verl key it names, the fix). First match wins; the message itself is
+# always shown. The profile answers with the key (profiles are the one place that knows verl's keys).
 HINTS: tuple[tuple[str, str, str, str], ...] = (
-    (r"temperature", "temperature", "actor_rollout_ref.rollout.temperature",
+    (r"temperature", "temperature", "temperature",
      "set --temperature above 0 (verl samples the validation set with do_sample)"),
-    (r"ppo_mini_batch_size|mini.?batch", "mini_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size",
+    (r"ppo_mini_batch_size|mini.?batch", "mini_batch_size", "mini_batch_size",
      "pick --mini-batch-size so that it and --batch-size divide as verl requires"),
-    (r"real_train_batch_size|train_batch_size|minimal possible batch size", "batch_size", "data.train_batch_size",
+    (r"real_train_batch_size|train_batch_size|minimal possible batch size", "batch_size", "train_batch_size",
      "pick --batch-size (x --n-resp-per-prompt) divisible by the data-parallel size"),
-    (r"micro_batch", "micro_batch_size", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    (r"micro_batch", "micro_batch_size", "actor_micro_batch_size",
      "turn dynamic_batch on, or set a micro batch size that divides the mini batch"),
-    (r"tensor_model_parallel|model_parallel_size|context_parallel|n_gpus", "train_tp",
-     "actor_rollout_ref.actor.megatron.tensor_model_parallel_size",
+    (r"tensor_model_parallel|model_parallel_size|context_parallel|n_gpus", "train_tp", "train_tp",
      "choose --train-tp/--train-pp/--train-cp whose product divides the trainer devices"),
-    (r"max_model_len|max_num_batched_tokens|max_token_len", "max_response_length", "actor_rollout_ref.rollout.max_model_len",
+    (r"max_model_len|max_num_batched_tokens|max_token_len", "max_response_length", "max_model_len",
      "lower --max-response-length/--max-prompt-length or raise the token budget"),
 )
 
 
-def _hint(message: str, step: str) -> tuple[str, str, str]:
-    for pattern, field_name, key, fix in HINTS:
+def _key_of(plan, knob: str) -> str:
+    spec = plan.spec
+    try:
+        found = plan.profile.keys_for(knob, spec.framework, spec.device, plan.mechanism)
+    except KeyError:
+        return ""
+    return found[0].path if found else ""
+
+
+def _hint(message: str, step: str, plan) -> tuple[str, str, str]:
+    for pattern, field_name, knob, fix in HINTS:
         if re.search(pattern, message):
-            return field_name, key, fix
+            return field_name, _key_of(plan, knob), fix
     section = step.split(":", 1)[1] if ":" in step else ""
     return "verl", section, "change the value verl names above (see `verl-deploy plan --json` for every override)"
 
@@ -183,12 +195,9 @@ def _entry_fix(plan) -> str:
     return f"make {plan.entry_module} importable from {plan.spec.run_dir} (--run-dir: the verl source root)"
 
 
-def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]:
-    """Findings for a verify result. `required`: an unavailable verify is an error (asked for explicitly)."""
-    spec = plan.spec
+def _status_findings(result: VerifyResult, required: bool) -> list[Finding] | None:
+    """Findings for a verify that did not run to the end (None: it did)."""
     where = result.where
-    from verl_deploy.verify.entry_import import MISSING, docker_down, missing_package_fix
-
     if result.status in ("unavailable", "error") and docker_down(result.detail):  # the environment, not the config
         return [error("docker", f"the Docker daemon does not answer, so verl's own validation could not run in the "
                                 f"{where}: {result.detail}", "start Docker (`sudo systemctl start docker`), or pass "
@@ -201,48 +210,67 @@ def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]
     if result.status == "error":
         return [error("verify", f"verl's own validation could not finish on the {where}: {result.detail}",
                       "run the same with `verl-deploy plan --verify --json` to see the output", area="verify")]
+    return None
+
+
+def _entry_step(step: dict, message: str, origin: str, missing, result: VerifyResult, plan) -> Finding:
+    spec, where, version = plan.spec, result.where, result.verl_version or "?"
+    ours = missing is not None and plan.entry_module.startswith(missing.group(1).split(".")[0] + ".")
+    fix = missing_package_fix(missing.group(1), plan.entry_module, where, spec.container) \
+        if missing and not ours else _entry_fix(plan)
+    return error("entry", f"verl {version} on the {where}: {plan.entry_module} does not import: "
+                 f"{step.get('error')}: {message}{origin}", fix,
+                 area="environment" if missing and not ours else "verify")
+
+
+def _import_step(step: dict, message: str, origin: str, missing, result: VerifyResult, plan) -> Finding:
+    """verl's own code cannot be imported there: an incomplete install, never a fault in the user's config."""
+    spec, where, version = plan.spec, result.where, result.verl_version or "?"
+    module = missing.group(1) if missing else "a module"
+    return error("verl", f"verl {version} on the {where} is not importable as a whole ({step.get('step', '')} needs "
+                         f"{module}: {step.get('error')}: {message}{origin}); this is the environment, not the run's "
+                         "config",
+                 missing_package_fix(module, plan.entry_module, where, spec.container) if missing
+                 else "install verl completely there, or pass --no-verify", area="environment")
+
+
+def _step_finding(step: dict, result: VerifyResult, plan) -> Finding:
+    """One failed step of verl's validation as a finding: verl's message, where it failed, the fix."""
+    name = step.get("step", "")
+    message = " ".join(str(step.get("message", "")).split())[:600]
+    origin = f" ({step['where']})" if step.get("where") else ""
+    import_error = step.get("error") in ("ModuleNotFoundError", "ImportError")
+    missing = MISSING.search(message) if import_error else None
+    version, where = result.verl_version or "?", result.where
+    if name in ("locate_entry", "import_entry"):
+        return _entry_step(step, message, origin, missing, result, plan)
+    if missing or import_error:
+        return _import_step(step, message, origin, missing, result, plan)
+    if name == "compose" and (step.get("error") == "MissingConfigException" or "config directory" in message):
+        return error("entry", f"the run directory {result.run_dir or plan.spec.run_dir} on the {where} lacks "
+                              f"verl's config for {plan.entry_module}: {message}", _entry_fix(plan), area="environment")
+    if name == "compose":
+        return error("override", f"verl {version} on the {where} cannot compose {plan.config_name}: {message}",
+                     "fix or drop the override Hydra names above", area="verify")
+    field_name, key, fix = _hint(message, name, plan)
+    at = f" [{key}]" if key else ""
+    return error(field_name, f"verl {version} rejects the config in {name}{at}: {message}{origin}", fix, area="verify")
+
+
+def findings_for(result: VerifyResult, plan, *, required: bool) -> list[Finding]:
+    """Findings for a verify result. `required`: an unavailable verify is an error (asked for explicitly)."""
+    stopped = _status_findings(result, required)
+    if stopped is not None:
+        return stopped
     found: list[Finding] = []
-    version = result.verl_version or "?"
-    planned = spec.verl_version
+    planned = plan.spec.verl_version
     if result.verl_version and release_of(result.verl_version) != release_of(planned):
-        found.append(error("verl_version", f"the {where} has verl {result.verl_version}, the plan is for verl {planned}",
-                           f"pass --verl-version {result.verl_version.split('+')[0]}, or use an image with verl {planned}",
-                           area="verify"))
-    for step in result.steps:
-        if step.get("ok"):
-            continue
-        name = step.get("step", "")
-        message = " ".join(str(step.get("message", "")).split())[:600]
-        origin = f" ({step['where']})" if step.get("where") else ""
-        missing = MISSING.search(message) if step.get("error") in ("ModuleNotFoundError", "ImportError") else None
-        if name in ("locate_entry", "import_entry"):
-            ours = missing is not None and plan.entry_module.startswith(missing.group(1).split(".")[0] + ".")
-            fix = missing_package_fix(missing.group(1), plan.entry_module, where, spec.container) \
-                if missing and not ours else _entry_fix(plan)
-            found.append(error("entry", f"verl {version} on the {where}: {plan.entry_module} does not import: "
-                               f"{step.get('error')}: {message}{origin}", fix,
-                               area="environment" if missing and not ours else "verify"))
-        elif missing or step.get("error") in ("ModuleNotFoundError", "ImportError"):
-            # verl's own code cannot be imported there: an incomplete install, never a fault in the user's config
-            module = missing.group(1) if missing else "a module"
-            found.append(error("verl", f"verl {version} on the {where} is not importable as a whole ({name} needs "
-                                       f"{module}: {step.get('error')}: {message}{origin}); this is the environment, "
-                                       "not the run's config",
-                               missing_package_fix(module, plan.entry_module, where, spec.container) if missing
-                               else "install verl completely there, or pass --no-verify", area="environment"))
-        elif name == "compose" and (step.get("error") == "MissingConfigException" or "config directory" in message):
-            found.append(error("entry", f"the run directory {result.run_dir or spec.run_dir} on the {where} lacks "
-                                        f"verl's config for {plan.entry_module}: {message}", _entry_fix(plan),
-                               area="environment"))
-        elif name == "compose":
-            found.append(error("override", f"verl {version} on the {where} cannot compose {plan.config_name}: {message}",
-                               "fix or drop the override Hydra names above", area="verify"))
-        else:
-            field_name, key, fix = _hint(message, name)
-            at = f" [{key}]" if key else ""
-            found.append(error(field_name, f"verl {version} rejects the config in {name}{at}: {message}{origin}",
-                               fix, area="verify"))
+        found.append(error("verl_version", f"the {result.where} has verl {result.verl_version}, the plan is for verl "
+                           f"{planned}", f"pass --verl-version {result.verl_version.split('+')[0]}, or use an image "
+                           f"with verl {planned}", area="verify"))
+    found += [_step_finding(step, result, plan) for step in result.steps if not step.get("ok")]
     if not found and result.status == "passed":
         checked = ", ".join(s["step"] for s in result.steps)
-        found.append(info("verify", f"verl {version} on the {where} accepts the config ({checked})", area="verify"))
+        found.append(info("verify", f"verl {result.verl_version or '?'} on the {result.where} accepts the config "
+                          f"({checked})", area="verify"))
     return found

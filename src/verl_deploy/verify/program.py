@@ -207,18 +207,12 @@ if entry_found:
 finish()
 '''
 
-# Sections verl builds into dataclasses straight from the composed config when it starts (sections
-# without `_target_` in a version are skipped). Not here: `ref` and `reward.reward_manager`, which verl's
-# workers first rewrite (engine_workers.py maps ref's log_prob_* keys) or read as plain DictConfig, and
-# `model`, whose dataclass loads the model's files.
-DATACLASS_SECTIONS = ("actor_rollout_ref.actor", "actor_rollout_ref.rollout", "actor_rollout_ref.rollout.checkpoint_engine",
-                      "algorithm", "critic")
-
-
-def build_program(entry_module: str, config_name: str, overrides: list[str], run_dir: str | None = None) -> str:
-    """The program text for one plan: the payload as a JSON literal, then the body. `run_dir`: chdir there first."""
+def build_program(entry_module: str, config_name: str, overrides: list[str], run_dir: str | None = None,
+                  sections: tuple[str, ...] = ()) -> str:
+    """The program text for one plan: the payload as a JSON literal, then the body. `run_dir`: chdir there first;
+    `sections`: the config sections verl builds into dataclasses (the profile's dataclass_sections)."""
     payload = {"entry_module": entry_module, "config_name": config_name, "overrides": list(overrides),
-               "dataclasses": list(DATACLASS_SECTIONS), "run_dir": run_dir}
+               "dataclasses": list(sections), "run_dir": run_dir}
     return "import json as _json\nPAYLOAD = _json.loads(" + repr(json.dumps(payload)) + ")\n" + _BODY
 
 

@@ -1,0 +1,117 @@
+"""Why a configuration check of verl's has no rule: the reviewed reasons the inventory prints beside it.
+
+The inventory (rules/inventory.py) lists every assert/raise on the launch path whose condition reads something
+config-like. A check no rule cites is either reached by `--verify` (verl's config dataclasses and
+validate_config, built on CPU from the config the launch composes), or its inputs are not configuration a user
+sets through verl-deploy (verl's own data structures, a feature verl-deploy never turns on, a code path the
+launch does not take), or it is a hole. Each note below matches checks by file and by words of the check's
+condition or message, and says which of those it is and why; what no note matches stays "not covered", the
+worklist for the next rule.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Note:
+    path: str  # a file, or a directory ending in /
+    words: str  # a regex searched in "condition message"; "" matches every check of the path
+    state: str  # "verify" or "not settable"
+    reason: str
+
+
+VERIFY = "verify"
+INTERNAL = "not settable"
+
+NOTES: tuple[Note, ...] = (
+    # verify runs these on the composed config before anything starts
+    Note("verl/workers/config/", "", VERIFY, "a config dataclass's __post_init__/validate: --verify builds it"),
+    Note("verl/trainer/config/", "", VERIFY, "a config dataclass's __post_init__: --verify builds it"),
+    Note("verl/utils/config.py", "", VERIFY, "validate_config: --verify runs it"),
+    # features verl-deploy never turns on (an --override could; --verify still builds their dataclasses)
+    Note("verl/workers/engine/automodel/", "", INTERNAL, "the automodel engine: verl-deploy runs fsdp2 or megatron"),
+    Note("verl/workers/engine/veomni/", "", INTERNAL, "the VeOmni engine: verl-deploy runs fsdp2 or megatron"),
+    Note("verl/workers/engine/torchtitan/", "", INTERNAL, "the torchtitan engine: verl-deploy runs fsdp2 or megatron"),
+    Note("verl/workers/engine/fsdp/fsdp_turbo_impl.py", "", INTERNAL, "FSDP-Turbo: not an engine verl-deploy runs"),
+    Note("verl/workers/engine_workers_tinker.py", "", INTERNAL, "the tinker workers: not a mode verl-deploy runs"),
+    Note("", r"dynamic_context_parallel|Dynamic CP|dcp_|DCP ", INTERNAL,
+         "dynamic context parallel: a feature verl-deploy does not turn on"),
+    Note("", r"router_replay|Router replay|routing_replay|\bR2\b|\bR3\b", INTERNAL,
+         "router replay: a feature verl-deploy does not turn on"),
+    Note("", r"distillation|teacher|Teacher", INTERNAL, "distillation: a feature verl-deploy does not turn on"),
+    Note("", r"nsys|nsight|profil|prometheus|PROMETHEUS", INTERNAL, "profiling and metrics servers: not turned on"),
+    Note("", r"hdfs", INTERNAL, "HDFS checkpoints: verl-deploy writes to --ckpts-dir"),
+    Note("", r"reward_model|RewardModel|GenRM|DisRM|reward_loop_worker", INTERNAL,
+         "a reward model: verl-deploy scores with the rule-based DAPO/naive reward managers"),
+    Note("", r"lora|LoRA|peft", INTERNAL, "LoRA: a feature verl-deploy does not turn on"),
+    Note("", r"images|videos|audios|multimodal|Multimodal|vision|mm_", INTERNAL,
+         "multimodal inputs: verl-deploy trains text models"),
+    Note("", r"prefix_grouper|PrefixGrouper|force_group_size|forced group", INTERNAL,
+         "prefix grouping: a feature verl-deploy does not turn on"),
+    Note("", r"\bmtp\b|MTP|speculative", INTERNAL, "multi-token prediction: a feature verl-deploy does not turn on"),
+    Note("", r"critic|value_model|Critic", INTERNAL, "a critic: DAPO and GRPO train none"),
+    Note("", r"hybrid_rollout|enable_switch", INTERNAL, "V1 hybrid rollout switching: not turned on"),
+    Note("", r"sync_refill_failed_groups", INTERNAL, "V1 sync refill: not turned on"),
+    Note("verl/workers/rollout/sglang_rollout/", "", INTERNAL,
+         "SGLang's server: checks on what the server reports, or on settings verl-deploy leaves at verl's defaults"),
+    Note("verl/workers/rollout/trtllm_rollout/", "", INTERNAL, "TensorRT-LLM rollout: not an engine verl-deploy runs"),
+    Note("", r"_pd_|prefill_decode|disaggregat|pd_replica", INTERNAL,
+         "prefill/decode disaggregation: not turned on"),
+    Note("verl/workers/rollout/vllm_rollout/delta_weight_transfer.py", "", INTERNAL,
+         "delta weight transfer: its checks are on the tensors verl sends itself"),
+    Note("", r"rollout_rs|rollout_is|bypass_mode|rollout_corr|rollout_log_probs", INTERNAL,
+         "rollout correction: verl-deploy sends only what the one-step-off / fully-async configs set"),
+    # verl's own data structures: the sizes a user sets that reach them are the cited rules (chunk, split,
+    # make_iterator, the balance split, prepare_micro_batches)
+    Note("verl/protocol.py", "", INTERNAL, "DataProto invariants on the batches verl builds itself; the user's "
+         "sizes reach it through chunk/split/make_iterator, which rules cite"),
+    Note("verl/utils/tensordict_utils.py", "", INTERNAL, "TensorDict helpers on the batches verl builds itself; "
+         "make_iterator's mini-batch split is cited by a rule"),
+    Note("verl/utils/seqlen_balancing.py", "", INTERNAL, "balancing helpers on the batch verl builds; the "
+         "partition count and token budget a user sets are cited by rules"),
+    Note("verl/trainer/ppo/core_algos.py", r"config is not None|isinstance\(config|policy_loss is not None|"
+         r"AlgoConfig|ActorConfig", INTERNAL, "verl passes its own config objects to its loss functions"),
+    Note("verl/trainer/ppo/core_algos.py", r"dp_size|global_batch|batch_num_tokens|Invalid loss_agg_mode|"
+         r"Unsupported|Unknown|not supported|not implemented", INTERNAL,
+         "loss helpers called by verl with values its workers compute; loss_agg_mode is checked by a rule"),
+    Note("verl/utils/dataset/rl_dataset.py", "", INTERNAL, "the dataset's content: `check` reads the files"),
+    Note("", r"pad_mode|DatasetPadMode", INTERNAL, "the padding mode verl's own workers pick"),
+    Note("", r"delta_sharded|weight_transfer_config", INTERNAL,
+         "the delta_sharded checkpoint engine: verl-deploy sends naive/nccl"),
+    Note("", r"async_training", INTERNAL, "fully-async's own config always has async_training"),
+    Note("verl/trainer/ppo/v1/", r"gen_batch_size", INTERNAL, "the V1 trainer sets data.gen_batch_size to 1 itself"),
+    Note("", r"Unknown strategy|strategy \{|not supported' strategy", INTERNAL,
+         "the engine strategy: verl-deploy sends fsdp2 or megatron"),
+    Note("verl/workers/rollout/base.py", r"_ROLLOUT_REGISTRY", INTERNAL,
+         "the rollout name: --rollout-engine takes only vllm or sglang"),
+    Note("verl/workers/rollout/router.py", "", INTERNAL, "a router config file: verl-deploy sends none"),
+    Note("verl/trainer/ppo/reward.py", r"source|module_cfg", INTERNAL,
+         "a custom reward manager module: verl-deploy uses verl's registered ones"),
+    Note("verl/workers/engine_workers.py", r"optimizer_config is None|engine_config is None|forward_only|"
+         r"self\.role in|num_mini_batch", INTERNAL, "how verl's trainer calls its own workers"),
+    Note("verl/workers/rollout/hf_rollout.py", "", INTERNAL, "the HF rollout: verl-deploy uses vLLM or SGLang"),
+    Note("verl/workers/rollout/schemas.py", "", INTERNAL, "request objects verl builds itself"),
+    Note("verl/workers/rollout/utils.py", r"max_position_embeddings", INTERNAL,
+         "the model's config.json: plan reads it (context-window rule) where the model is readable"),
+    Note("", r"disable_log_stats", INTERNAL, "metrics monitoring: not turned on"),
+    Note("", r"use_fused_kernels|calculate_per_token_loss", INTERNAL,
+         "fused kernels / per-token loss: settings verl-deploy leaves at verl's defaults"),
+    Note("", r"len\(self\.workers\)|worker number|worker count", INTERNAL,
+         "the worker count verl's replica creates itself"),
+    Note("", r"\bself\.mode in|clip_grad is not None|rollouter is None|set_rollouter|not rollout_samples|"
+         r"max_queue_size is None|_target_|\bMISSING\b", INTERNAL, "an invariant of verl's own objects"),
+)
+
+
+def note_for(path: str, condition: str, message: str) -> Note | None:
+    """The first reviewed note matching a check, or None (not covered)."""
+    text = f"{condition} {message}"
+    for note in NOTES:
+        if note.path and not (path == note.path or (note.path.endswith("/") and path.startswith(note.path))):
+            continue
+        if not note.words or re.search(note.words, text):
+            return note
+    return None
