@@ -51,8 +51,9 @@ def find_launch(reading: Reading) -> Launch:
     """The script's (last) verl launch; NoLaunch when it has none."""
     launches = [launch for launch in (_launch_of(c, reading) for c in reading.commands) if launch is not None]
     if not launches:
+        why = next((f" ({u.why})" for u in reading.unreadable if "exits at line" in u.why or "the command at" in u.why), "")
         raise NoLaunch(f"{reading.path}: no `python3 -m ENTRY ...` command (nor `ray job submit ... -- python3 -m`) "
-                       "found outside loops and functions")
+                       f"runs on the path the reader follows{why}")
     return launches[-1]
 
 
@@ -94,8 +95,7 @@ def _launch_of(command: Command, reading: Reading) -> Launch | None:
             i += 1
             continue
         if word.unknown:
-            unknown.append(reading.note(f"argument {_short(text)} depends on {word.unknown[0].why}; not imported",
-                                        word.line))
+            unknown.append(reading.note(f"{_argument(text)} is not imported: {word.unknown[0].why}", word.line))
             i += 1
             continue
         if text.startswith("-"):
@@ -112,6 +112,18 @@ def _launch_of(command: Command, reading: Reading) -> Launch | None:
         settings.append(Setting(parsed.prefix, parsed.key, parsed.value, word.line, text))
         i += 1
     return Launch(entry, config_path, config_name, settings, command.line, via_ray, unknown)
+
+
+def _argument(text: str) -> str:
+    """An argument whose value is not known, by its key (`data.train_files=...`) when it has one."""
+    key, sep, _ = text.partition("=")
+    if sep and "<unknown" not in key and _is_key(key):
+        return f"argument {key}=..."
+    return "an argument" if text.startswith("<unknown") else f"argument {_short(text)}"
+
+
+def _is_key(key: str) -> bool:
+    return bool(re.fullmatch(r"[+~]{0,2}[\w.@/-]+", key))
 
 
 def _short(text: str) -> str:
