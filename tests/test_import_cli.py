@@ -34,17 +34,34 @@ def test_imported_config_plans_and_says_where_each_value_came_from(tmp_path):
 
 
 def test_check_lists_the_keys_that_still_differ(tmp_path):
+    """A value verl takes and a spec field does not (vLLM's memory share above the field's 0.99 bound): the field
+    keeps verl-deploy's value, says so, and --check names the key that differs and exits 1."""
+    script = tmp_path / "grpo.sh"
+    script.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+                      "    actor_rollout_ref.rollout.name=vllm actor_rollout_ref.rollout.gpu_memory_utilization=0.995 \\\n"
+                      "    data.train_batch_size=64 trainer.n_gpus_per_node=8\n")
+    result = run_cli("import", str(script), "--check", "--verl-version", "0.7.0", "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 1 and data["ok"] is False
+    assert [line.split(":")[0] for line in data["differences"]] == ["actor_rollout_ref.rollout.gpu_memory_utilization"]
+    assert "0.995" in data["differences"][0]
+    assert any(p.startswith("gpu_memory_utilization: 0.995 is refused") for p in data["field_problems"])
+
+
+def test_megatron_recompute_and_an_attention_backend_no_feature_says_import_equivalent(tmp_path):
     gptoss = SCRIPTS / "verl-v0.7.0" / "recipe" / "dapo" / "test_dapo_gptoss_20b_megatron.sh"
     result = run_cli("import", str(gptoss), "--check", *BASE, "--json")
     data = json.loads(result.stdout)
-    assert result.returncode == 1 and data["ok"] is False
-    # Megatron's attention_backend=auto: the flash_attn feature sends flash (on) or fused (off)
-    assert [line.split(":")[0] for line in data["differences"]] == [
-        "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend"], data["differences"]
-    assert "'auto'" in data["differences"][0]
+    assert result.returncode == 0 and data["ok"] is True, data["differences"]
     # uniform recompute of 1 layer, as the script says, through the spec's recompute fields
     assert data["fields"]["recompute_method"] == "uniform" and data["fields"]["recompute_num_layers"] == 1
     assert "recompute" in data["fields"]["features"]
+    # Megatron's attention_backend=auto: the flash_attn feature sends flash (on) or fused (off); the script's own
+    # word stays an override, with its line, and the reference and reward model that follow the actor's keep auto
+    backend = {o["text"].split("=")[0].lstrip("+"): o for o in data["overrides"] if "attention_backend" in o["text"]}
+    actor = "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend"
+    assert backend[actor]["from"] == "script line 149"
+    assert {o["text"].rsplit("=", 1)[1] for o in backend.values()} == {"auto"} and len(backend) == 3
 
 
 def test_check_of_verls_own_script_is_equivalent_and_names_the_keys_it_adds(tmp_path):
@@ -99,4 +116,4 @@ def test_the_release_is_read_from_the_entry_and_keys_when_not_given():
     data = json.loads(result.stdout)
     # recipe.dapo.main_dapo runs on every release; reward_model.overlong_buffer.* is only in 0.7.0 and older
     assert data["verl_version"] == "0.7.0", data["version_why"]
-    assert "every key the script sets" in data["version_why"]
+    assert "takes every override of the script" in data["version_why"]

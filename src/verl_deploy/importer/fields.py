@@ -81,7 +81,7 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("max_prompt_length", "max_prompt_length", _int),
     ("max_response_length", "max_response_length", _int),
     ("train_batch_size", "batch_size", _int),
-    ("gen_batch_size", "gen_batch_size", _int),
+    ("gen_batch_size", "gen_batch_size", _when_set(_int)),  # null: verl uses the train batch size
     ("filter_groups_enable", "filter_groups", _bool),
     ("filter_groups_metric", "filter_groups_metric", _or_null(_text)),
     ("max_num_gen_batches", "max_num_gen_batches", _int),

@@ -42,6 +42,13 @@ class Launch:
         found = [s for s in self.settings if s.key == key]
         return found[-1] if found else None
 
+    def where(self, key: str) -> str | None:
+        """The script line that sets `key` (or a node above it)."""
+        for setting in reversed(self.settings):
+            if setting.key == key or key.startswith(setting.key + "."):
+                return setting.provenance
+        return None
+
 
 class NoLaunch(Exception):
     """The script runs no `python3 -m ENTRY` command."""
