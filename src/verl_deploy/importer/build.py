@@ -161,29 +161,39 @@ def _run_of(entry, effective: dict[str, Any], profile: Profile, framework: str, 
             version: str) -> tuple[str, str, str | None, str] | str:
     """(mode, algorithm, dapo_source, profile mechanism) of what the script runs, or why no mode runs it.
 
-    verl.trainer.main_ppo is GRPO (adv_estimator grpo), DAPO from verl's core on >= 0.9.0 (group filtering on)
-    and the V1 async modes (trainer.v1.trainer_mode); the recipe entries are DAPO and one-step-off, GRPO when
-    the reward manager is not DAPO's."""
-    from verl_deploy.profiles.modes import V1_MODES, release_tuple
+    The recipe entries are DAPO (GRPO through the one-step-off / fully-async entry unless the reward manager is
+    DAPO's). verl.trainer.main_ppo is GRPO (adv_estimator grpo); on >= 0.9.0 its V1 trainer runs the sync and async
+    modes (trainer.v1.trainer_mode), DAPO when group filtering or the dapo reward manager is on (in the sync mode
+    that is DAPO from verl's core). The DAPO source is written whenever a release has both, so the config does not
+    depend on which one the release defaults to."""
+    from verl_deploy.profiles.modes import V1_SINCE, release_tuple
 
     reward = next((effective[k] for k in keys_of(profile, "reward_manager", framework, device, entry.mode or "ppo")
                    if k in effective), None)
+    both_sources = release_tuple(version) >= V1_SINCE
     if entry.mode is not None:  # the recipe trainers
         algorithm = "dapo" if entry.mode == "dapo" or reward == "dapo" else "grpo"
-        return entry.mode, algorithm, None, entry.mode
+        source = "recipe" if entry.mode == "dapo" and both_sources else None
+        return entry.mode, algorithm, source, entry.mode
     estimator = effective.get("algorithm.adv_estimator")
     if estimator != "grpo":
         return (f"verl's PPO trainer with algorithm.adv_estimator={estimator}: verl-deploy runs DAPO and GRPO "
                 "(adv_estimator grpo), so no equivalent config can be written")
-    v1 = release_tuple(version) >= (0, 9, 0) and effective.get("trainer.use_v1", True) is not False
-    mode = "dapo"
-    if v1:
-        trainer_mode = effective.get("trainer.v1.trainer_mode", "sync")
-        mode = next((m for m, name in V1_MODES.items() if name == trainer_mode), "dapo")
-    filtering = effective.get("algorithm.filter_groups.enable") is True
-    if v1 and filtering and mode == "dapo":
-        return "dapo", "dapo", "core", "ppo"
+    mode = _v1_mode(effective) if both_sources and effective.get("trainer.use_v1", True) is not False else None
+    dapo_like = effective.get("algorithm.filter_groups.enable") is True or reward == "dapo"
+    if mode is None:  # the legacy RayPPOTrainer: GRPO
+        return "dapo", "grpo", None, "ppo"
+    if dapo_like:
+        return (mode, "dapo", "core", "ppo") if mode == "dapo" else (mode, "dapo", None, mode)
     return mode, "grpo", None, "ppo" if mode == "dapo" else mode
+
+
+def _v1_mode(effective: dict[str, Any]) -> str:
+    """The verl-deploy mode of verl's V1 trainer_mode (sync: the colocated dapo mode)."""
+    from verl_deploy.profiles.modes import V1_MODES
+
+    trainer_mode = effective.get("trainer.v1.trainer_mode", "sync")
+    return next((m for m, name in V1_MODES.items() if name == trainer_mode), "dapo")
 
 
 def _locate(verl_dir: str | None, recipe_dirs: tuple[str, ...]):
@@ -207,7 +217,9 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         provenance["algorithm"] = "algorithm.adv_estimator and the reward manager"
     if result.dapo_source:
         values["dapo_source"] = result.dapo_source
-        provenance["dapo_source"] = f"{result.launch.entry} with algorithm.filter_groups on (DAPO in verl's core)"
+        provenance["dapo_source"] = (f"{result.launch.entry}: the DAPO recipe trainer" if result.dapo_source == "recipe"
+                                     else f"{result.launch.entry} with group filtering or the dapo reward manager "
+                                     "(DAPO in verl's core)")
     for knob, name, convert in FIELD_KNOBS:
         keys = keys_of(profile, knob, framework, device, mechanism)
         key = next((k for k in keys if k in effective), None)

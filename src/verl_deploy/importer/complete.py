@@ -20,7 +20,7 @@ from verl_deploy.override_owners import beyond_feature, owner_flag
 from verl_deploy.profiles import Profile
 from verl_deploy.profiles.startup import as_verl_reads
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 8  # rounds of overrides: the script's own words, then verl's values, then interpolated keys
 _ABSENT = object()
 
 
@@ -35,7 +35,7 @@ def complete(result, original: composing.Composed, source, profile: Profile, val
         generated = _compose_plan(plan, source, profile, result)
         diffs = composing.differences(original, generated)
         alike = _StartUp(original, generated, result, plan)
-        if round_ == MAX_ROUNDS or not _add_fixes(result, diffs, aside_keys, plan, generated, given, alike):
+        if round_ == MAX_ROUNDS or not _add_fixes(result, diffs, aside_keys, plan, generated, given, alike, original):
             break
     result.overrides = list(given.values())
     _classify(result, diffs, aside_keys, plan, original, profile, alike)
@@ -66,10 +66,12 @@ class _StartUp:
 
 
 def _add_fixes(result, diffs, aside_keys: set[str], plan, generated: composing.Composed,
-               given: dict[str, tuple[str, str]], alike: _StartUp) -> bool:
-    """An override for each difference an override may remove; True when one was added or changed."""
+               given: dict[str, tuple[str, str]], alike: _StartUp, original: composing.Composed) -> bool:
+    """Overrides for the differences an override may remove; True when one was added or changed. A round takes
+    only the first kind there is: the script's own words, then verl's values of keys the script's config holds
+    as they are, then keys it holds as an interpolation (those often follow a key fixed before, and need none)."""
     owners = {o.key: o for o in plan.overrides}
-    added = False
+    tiers: list[dict[str, tuple[str, str]]] = [{}, {}, {}]
     for diff in diffs:
         if diff.key in aside_keys or alike.same(diff.key):
             continue
@@ -77,10 +79,15 @@ def _add_fixes(result, diffs, aside_keys: set[str], plan, generated: composing.C
         if _owned(plan, sent, diff):
             continue  # a field or feature owns the key: an override would be refused
         fix = _fix_for(diff, generated, sent, result)
-        if fix is not None and given.get(diff.key) != fix:
-            given[diff.key] = fix
-            added = True
-    return added
+        if fix is None or given.get(diff.key) == fix:
+            continue
+        own = result.launch.setting(diff.key)
+        interpolated = isinstance(original.raw.get(diff.key), str) and "${" in original.raw[diff.key]
+        tier = 0 if own is not None and fix[0] == own.text else 2 if interpolated else 1
+        tiers[tier][diff.key] = fix
+    chosen = next((tier for tier in tiers if tier), {})
+    given.update(chosen)
+    return bool(chosen)
 
 
 def _owned(plan, sent, diff: composing.Difference) -> bool:
