@@ -118,6 +118,11 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("recompute_num_layers", "recompute_num_layers", _when_set(_int)),
 )
 
+# knobs one mechanism reads besides FIELD_KNOBS: the V1 separate-async trainer's standalone rollout pool
+MECHANISM_KNOBS: dict[str, tuple[tuple[str, str, Callable[[Any], Any]], ...]] = {
+    "separate-async": (("v1_rollout_gpus", "rollout_gpus", _int),),
+}
+
 # knobs whose keys hold paths: compared as paths (one file and a list of that one file are the same)
 PATH_KNOBS = ("train_files", "val_files", "model_path", "default_local_dir")
 
