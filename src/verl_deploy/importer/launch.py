@@ -102,7 +102,9 @@ def _launch_of(command: Command, reading: Reading) -> Launch | None:
             i += 1
             continue
         if word.unknown:
-            unknown.append(reading.note(f"{_argument(text)} is not imported: {word.unknown[0].why}", word.line))
+            listed = text == str(word.unknown[0]) and word.unknown[0] in reading.unreadable  # "$@": said once
+            if not listed:
+                unknown.append(reading.note(f"{_argument(text)} is not imported: {word.unknown[0].why}", word.line))
             i += 1
             continue
         if text.startswith("-"):
