@@ -91,6 +91,8 @@ def test_refusals_are_one_line_and_leave_no_file(tmp_path):
     out = tmp_path / "c.yaml"
     no_launch = tmp_path / "prep.sh"
     no_launch.write_text("#!/bin/bash\nwget https://example.invalid/data.parquet\n")
+    usage = tmp_path / "usage.sh"  # run without arguments, the script stops before its launch
+    usage.write_text('#!/bin/bash\nif [ "$#" -lt 1 ]; then\n  exit 1\nfi\npython3 -m verl.trainer.main_ppo m=$1\n')
     ppo = tmp_path / "ppo.sh"  # verl's PPO with a critic (GAE): no verl-deploy algorithm runs it
     ppo.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo algorithm.adv_estimator=gae \\\n"
                    "    data.train_batch_size=64 trainer.n_gpus_per_node=8\n")
@@ -100,6 +102,8 @@ def test_refusals_are_one_line_and_leave_no_file(tmp_path):
         (["import", str(ppo), "--output", str(out), *BASE], "adv_estimator=gae: verl-deploy runs DAPO and GRPO"),
         (["import", str(DAPO_070)], "--output"),
         (["import", str(DAPO_070), "--output", str(out), "--env", "NOT A PAIR"], "NAME=VALUE"),
+        (["import", str(DAPO_070), "--output", str(tmp_path)], "is a folder"),
+        (["import", str(usage), "--output", str(out)], "exits at line 3"),
     ]
     for args, words in cases:
         result = run_cli(*args)

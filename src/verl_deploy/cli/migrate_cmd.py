@@ -52,7 +52,14 @@ def migrate_command(
     with open(config, encoding="utf-8") as handle:
         text = handle.read()
     target = output or config
-    write(target, render_migrated(text, migration))
+    if os.path.isdir(target):
+        raise fail([error("output", f"{target} is a folder", "give --output a file path, e.g. NEW.yaml")],
+                   as_json=json_output)
+    try:
+        write(target, render_migrated(text, migration))
+    except OSError as exc:
+        raise fail([error("output", f"cannot write {target}: {exc.strerror or exc}", "give a writable --output path")],
+                   as_json=json_output) from None
     if json_output:
         print_json({**migration.as_dict(), "output": target})
     else:
