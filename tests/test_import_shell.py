@@ -239,3 +239,9 @@ def test_a_setting_from_an_array_keeps_the_line_it_is_written_on():
     launch = find_launch(read_text("ARGS=(\n  a.one=1\n  a.two=2\n)\nX=3\n"
                                    f'{PREFIX} "${{ARGS[@]}}" a.three=$X\n'))
     assert [(s.key, s.line) for s in launch.settings] == [("a.one", 2), ("a.two", 3), ("a.three", 6)]
+
+
+def test_python_options_before_the_module_are_read_past():
+    for head in ("python3 -u -m", "python3 -X faulthandler -m", "PYTHONUNBUFFERED=1 python -B -Wignore -m"):
+        launch = find_launch(read_text(f"{head} verl.trainer.main_ppo a.b=1\n"))
+        assert (launch.entry, [s.text for s in launch.settings]) == ("verl.trainer.main_ppo", ["a.b=1"]), head

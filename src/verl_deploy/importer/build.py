@@ -102,6 +102,13 @@ def import_script(path: str, *, verl_version: str | None = None, verl_dir: str |
     try:
         original = composing.compose(source, launch.entry, config_name, [s.text for s in launch.settings], profile,
                                      framework_of(config_name), entry.mode)
+    except composing.ConfigNotFound:
+        where = f" (a config of its own under --config-path {launch.config_path} is not read)" if launch.config_path \
+            else ""
+        raise ImportProblem(f"{path} line {launch.line}: --config-name {config_name} is not a config verl {version} "
+                            f"has for {launch.entry}{where}",
+                            "import a script that runs one of verl's own configs, or give --recipe-dir/--verl-dir "
+                            "with a checkout that has it") from None
     except composing.ComposeProblem as exc:
         raise ImportProblem(f"verl {version}'s config refuses the script's overrides: {exc}",
                             "check the script runs with that release (or pass --verl-version)") from None

@@ -64,21 +64,38 @@ def find_launch(reading: Reading) -> Launch:
     return launches[-1]
 
 
+# python's own options before `-m` (python3 -u -m ..., python3 -X faulthandler -m ...); -X and -W take a value
+_PYTHON_FLAGS = re.compile(r"-[bBdEhiIOqRsSuvx]+")
+_PYTHON_FLAGS_WITH_VALUE = ("-X", "-W")
+
+
+def _module_flag(texts: list[str], via_ray: bool) -> int | None:
+    """The index of `-m` in `python3 [options] -m ENTRY` (after `--` in `ray job submit ... --`)."""
+    for i, text in enumerate(texts):
+        if not _PYTHON.fullmatch(text) or (via_ray and "--" not in texts[:i]):
+            continue
+        j = i + 1
+        while j < len(texts) and texts[j] != "-m":
+            if texts[j] in _PYTHON_FLAGS_WITH_VALUE:
+                j += 2
+            elif _PYTHON_FLAGS.fullmatch(texts[j]) or texts[j].startswith(("-X", "-W")):
+                j += 1
+            else:
+                break
+        if j + 1 < len(texts) and texts[j] == "-m":
+            return j
+    return None
+
+
 def _launch_of(command: Command, reading: Reading) -> Launch | None:
     words = command.words
     texts = [w.text for w in words]
     via_ray = texts[:3] == ["ray", "job", "submit"]
-    start = None
-    for i, text in enumerate(texts):
-        if _PYTHON.fullmatch(text) and i + 2 < len(texts) and texts[i + 1] == "-m":
-            if via_ray and "--" not in texts[:i]:
-                continue
-            start = i
-            break
-    if start is None:
+    found = _module_flag(texts, via_ray)
+    if found is None:
         return None
-    entry = texts[start + 2]
-    rest = words[start + 3:]
+    entry = texts[found + 1]
+    rest = words[found + 2:]
     config_path = config_name = None
     settings: list[Setting] = []
     unknown: list[Unknown] = []

@@ -49,6 +49,8 @@ def guess_version(launch: Launch, entry, config_name: str, locate_source) -> tup
         except ConfigUnavailable as exc:
             unreadable.append(f"{release}: {exc}")
             continue
+        except composing.ConfigNotFound:
+            continue
         except composing.ComposeProblem as exc:
             refused.append((release, str(exc)))
             continue
@@ -57,6 +59,12 @@ def guess_version(launch: Launch, entry, config_name: str, locate_source) -> tup
         newest, why = refused[0]
         raise ImportProblem(f"no verl release's config takes the script's overrides (the newest, verl {newest}: {why})",
                             "pass --verl-version with the release the script was written for")
+    if not unreadable:
+        where = f" (a config of its own under --config-path {launch.config_path} is not read)" if launch.config_path \
+            else ""
+        raise ImportProblem(f"--config-name {config_name} is not a config any verl release has for {launch.entry}{where}",
+                            "import a script that runs one of verl's own configs, or give --recipe-dir/--verl-dir "
+                            "with a checkout that has it")
     raise ImportProblem(f"no release's config could be read for {launch.entry}" +
                         (f" ({unreadable[0]})" if unreadable else ""),
                         "pass --verl-version (and --verl-dir with a verl checkout if PyPI is not reachable)")
