@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from verl_deploy.importer import compose as composing
 from verl_deploy.importer.complete import complete
-from verl_deploy.importer.fields import FIELD_KNOBS, MECHANISM_KNOBS, UNSET, features_of, keys_of
+from verl_deploy.importer.fields import UNSET, features_of, keys_of, knobs_for
 from verl_deploy.importer.launch import Launch, find_launch
 from verl_deploy.importer.problems import ImportProblem
 from verl_deploy.importer.shell import Reading, Unknown, read_script
@@ -227,7 +227,7 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         provenance["dapo_source"] = (f"{result.launch.entry}: the DAPO recipe trainer" if result.dapo_source == "recipe"
                                      else f"{result.launch.entry} with group filtering or the dapo reward manager "
                                      "(DAPO in verl's core)")
-    for knob, name, convert in FIELD_KNOBS + MECHANISM_KNOBS.get(mechanism, ()):
+    for knob, name, convert in knobs_for(mechanism):
         keys = keys_of(profile, knob, framework, device, mechanism)
         key = next((k for k in keys if k in effective), None)
         if key is None:

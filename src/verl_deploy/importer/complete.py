@@ -30,15 +30,24 @@ def complete(result, original: composing.Composed, source, profile: Profile, val
                   for key in keys_of(profile, knob, result.framework, result.device, result.mechanism)}
     given: dict[str, tuple[str, str]] = {}  # key -> (override text, provenance)
     for round_ in range(MAX_ROUNDS + 1):
-        result.overrides = list(given.values())
+        result.overrides = _in_script_order(given)
         plan = compile_plan(validated(result), profile)
         generated = _compose_plan(plan, source, profile, result)
         diffs = composing.differences(original, generated)
         alike = _StartUp(original, generated, result, plan)
         if round_ == MAX_ROUNDS or not _add_fixes(result, diffs, aside_keys, plan, generated, given, alike, original):
             break
-    result.overrides = list(given.values())
+    result.overrides = _in_script_order(given)
     _classify(result, diffs, aside_keys, plan, original, profile, alike)
+
+
+def _in_script_order(given: dict[str, tuple[str, str]]) -> list[tuple[str, str]]:
+    """The overrides in the order the script gives them (Hydra applies them in order: `++ref.x` that makes the
+    reference's section its own must come before a `+ref.y`), verl's kept values after them."""
+    def line(item: tuple[str, str]) -> int:
+        found = re.fullmatch(r"script line (\d+)", item[1])
+        return int(found.group(1)) if found else 1 << 30
+    return sorted(given.values(), key=line)
 
 
 def _compose_plan(plan, source, profile: Profile, result) -> composing.Composed:
