@@ -137,3 +137,18 @@ def _default_config(result) -> str:
     from verl_deploy.profiles.entries import entry_of
 
     return entry_of(result.launch.entry).default_config
+
+
+def test_verls_start_up_replaces_the_reward_kwargs_only_for_the_entries_that_call_it():
+    """migrate_legacy_reward_impl (0.7.1+): a script's reward_model.reward_kwargs replaces reward.reward_kwargs whole,
+    in main_ppo 0.7.1-0.8.x, fully_async_main and verl-recipe's main_dapo; not in 0.9's V1 main_ppo or one-step-off."""
+    from verl_deploy.profiles.startup import as_verl_reads
+
+    flat = {"reward.reward_kwargs.overlong_buffer_cfg.len": 0, "reward_model.reward_kwargs.max_resp_len": 20480,
+            "trainer.nnodes": 1}
+    read = as_verl_reads(flat, "recipe.dapo.main_dapo", "0.8.0")
+    assert read == {"reward.reward_kwargs.max_resp_len": 20480, "reward_model.reward_kwargs.max_resp_len": 20480,
+                    "trainer.nnodes": 1}
+    assert as_verl_reads(flat, "verl.trainer.main_ppo", "0.9.1") is flat
+    assert as_verl_reads(flat, "verl.experimental.one_step_off_policy.main_ppo", "0.8.0") is flat
+    assert as_verl_reads(flat, "recipe.dapo.main_dapo", "0.7.0") is flat  # before the reward loop

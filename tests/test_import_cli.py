@@ -121,3 +121,20 @@ def test_the_release_is_read_from_the_entry_and_keys_when_not_given():
     # recipe.dapo.main_dapo runs on every release; reward_model.overlong_buffer.* is only in 0.7.0 and older
     assert data["verl_version"] == "0.7.0", data["version_why"]
     assert "takes every override of the script" in data["version_why"]
+
+
+def test_a_fully_async_script_imports_to_the_fully_async_mode_with_its_own_settings(tmp_path):
+    script = tmp_path / "fully_async.sh"
+    script.write_text("#!/bin/bash\npython3 -X faulthandler -m verl.experimental.fully_async_policy.fully_async_main \\\n"
+                      "  data.train_batch_size=0 data.gen_batch_size=1 actor_rollout_ref.rollout.name=vllm \\\n"
+                      "  async_training.staleness_threshold=0.5 async_training.trigger_parameter_sync_step=4 \\\n"
+                      "  trainer.nnodes=1 trainer.n_gpus_per_node=4 rollout.nnodes=1 rollout.n_gpus_per_node=4 \\\n"
+                      "  algorithm.adv_estimator=grpo\n")
+    result = run_cli("import", str(script), "--check", "--verl-version", "0.9.1", "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["ok"] is True, data.get("differences") or data.get("findings")
+    fields = data["fields"]
+    assert (data["mode"], fields["algorithm"], fields["trainer_gpus"], fields["rollout_gpus"]) == \
+        ("fully-async", "grpo", 4, 4)
+    assert (fields["staleness_threshold"], fields["parameter_sync_step"]) == (0.5, 4)  # fields, not overrides
+    assert data["field_problems"] == []  # train_batch_size=0 is fully-async's own, not a batch size refused
