@@ -138,3 +138,80 @@ def test_a_fully_async_script_imports_to_the_fully_async_mode_with_its_own_setti
         ("fully-async", "grpo", 4, 4)
     assert (fields["staleness_threshold"], fields["parameter_sync_step"]) == (0.5, 4)  # fields, not overrides
     assert data["field_problems"] == []  # train_batch_size=0 is fully-async's own, not a batch size refused
+
+
+def test_a_plus_in_the_references_section_keeps_the_double_plus_that_makes_it_its_own(tmp_path):
+    """verl 0.9's ref.megatron.override_transformer_config follows the actor's (an interpolation); verl's Ascend
+    235B script writes `++ref...use_flash_attn` then `+ref...sequence_parallel`. The `++` replaces the interpolation
+    with a section of its own, so the `+` has nothing to collide with; the generated launch must keep it, first,
+    even though the reference already reads use_flash_attn=True through the actor's section (Hydra otherwise
+    refuses: "An item is already at ...sequence_parallel")."""
+    transformer = "megatron.override_transformer_config"
+    script = tmp_path / "ref_own.sh"
+    script.write_text(
+        "#!/bin/bash\npython3 -m verl.trainer.main_ppo --config-name=ppo_megatron_trainer.yaml \\\n"
+        "  algorithm.adv_estimator=grpo data.train_batch_size=64 trainer.n_gpus_per_node=8 trainer.device=npu \\\n"
+        f"  actor_rollout_ref.rollout.name=vllm +actor_rollout_ref.actor.{transformer}.use_flash_attn=True \\\n"
+        f"  +actor_rollout_ref.actor.{transformer}.sequence_parallel=True \\\n"
+        f"  ++actor_rollout_ref.ref.{transformer}.use_flash_attn=True \\\n"
+        f"  +actor_rollout_ref.ref.{transformer}.sequence_parallel=True\n")
+    result = run_cli("import", str(script), "--check", "--verl-version", "0.9.1", "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["ok"] is True, result.stdout + result.stderr
+    texts = [o["text"] for o in data["overrides"]]
+    own = f"++actor_rollout_ref.ref.{transformer}.use_flash_attn=True"
+    plus = f"+actor_rollout_ref.ref.{transformer}.sequence_parallel=True"
+    assert own in texts and plus in texts and texts.index(own) < texts.index(plus)
+    out = tmp_path / "c.yaml"
+    assert run_cli("import", str(script), "--output", str(out), "--verl-version", "0.9.1").returncode == 0
+    planned = json.loads(run_cli("plan", "--config", str(out), "--json").stdout)
+    command = planned["command"]
+    assert command.index(own) < command.index(plus)
+
+
+def test_the_dapo_reward_manager_without_overlong_settings_imports_with_the_buffer_off(tmp_path):
+    """verl's dapo reward manager applies the overlong penalty only when reward.reward_kwargs.overlong_buffer_cfg
+    is set and enabled: a script that names the manager and no buffer runs without it, so the config says off."""
+    script = tmp_path / "dapo_rm.sh"
+    script.write_text("#!/bin/bash\npython3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo \\\n"
+                      "  reward.reward_manager.name=dapo actor_rollout_ref.rollout.name=vllm \\\n"
+                      "  data.train_batch_size=64 trainer.n_gpus_per_node=8\n")
+    result = run_cli("import", str(script), "--check", "--verl-version", "0.9.1", "--json")
+    data = json.loads(result.stdout)
+    assert result.returncode == 0 and data["ok"] is True, data.get("differences")
+    assert (data["mode"], data["fields"]["algorithm"] if "algorithm" in data["fields"] else "dapo",
+            data["fields"]["dapo_source"], data["fields"]["overlong_buffer"]) == ("dapo", "dapo", "core", False)
+    assert "no reward.reward_kwargs.overlong_buffer_cfg.enable" in data["provenance"]["overlong_buffer"]
+    # with the buffer set, it is read as the script sets it
+    on = tmp_path / "dapo_on.sh"
+    on.write_text(script.read_text().replace("reward.reward_manager.name=dapo",
+                                             "reward.reward_manager.name=dapo +reward.reward_kwargs.max_resp_len=512 "
+                                             "+reward.reward_kwargs.overlong_buffer_cfg.enable=True "
+                                             "+reward.reward_kwargs.overlong_buffer_cfg.len=128 "
+                                             "+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor=1.0 "
+                                             "+reward.reward_kwargs.overlong_buffer_cfg.log=False"))
+    data = json.loads(run_cli("import", str(on), "--check", "--verl-version", "0.9.1", "--json").stdout)
+    assert data["ok"] is True and data["fields"]["overlong_buffer"] is True and \
+        data["fields"]["overlong_buffer_len"] == 128, data.get("differences")
+
+
+def test_a_rollout_pool_on_more_nodes_than_the_trainer_is_refused_in_one_line(tmp_path):
+    """verl's fully-async 30B script trains on 4 nodes and rolls out on 12; a spec has one node count (--nnodes
+    sends trainer.nnodes and rollout.nnodes), so import says what the spec lacks, writes nothing, and the script
+    with both on one count imports equivalent."""
+    text = ("#!/bin/bash\nNNODES_ROLLOUT=${NNODES_ROLLOUT:-3}\n"
+            "python3 -m verl.experimental.fully_async_policy.fully_async_main \\\n"
+            "  data.train_batch_size=0 data.gen_batch_size=1 actor_rollout_ref.rollout.name=vllm \\\n"
+            "  trainer.nnodes=1 trainer.n_gpus_per_node=4 rollout.nnodes=${NNODES_ROLLOUT} \\\n"
+            "  rollout.n_gpus_per_node=4 algorithm.adv_estimator=grpo\n")
+    script = tmp_path / "fully_async.sh"
+    script.write_text(text)
+    out = tmp_path / "c.yaml"
+    refused = run_cli("import", str(script), "--output", str(out), "--verl-version", "0.9.1")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr and not out.exists()
+    assert len(_errors(refused)) == 1, refused.stderr
+    line = _errors(refused)[0]
+    assert "rollout.nnodes=3 nodes (script line 5) and the trainer on 1" in line and \
+        "no separate rollout-pool node count" in line and "give the script's rollout.nnodes the trainer's 1" in line
+    fixed = run_cli("import", str(script), "--check", "--verl-version", "0.9.1", "--env", "NNODES_ROLLOUT=1")
+    assert fixed.returncode == 0 and "equivalent" in fixed.stdout, fixed.stdout + fixed.stderr

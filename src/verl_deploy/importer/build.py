@@ -120,6 +120,7 @@ def import_script(path: str, *, verl_version: str | None = None, verl_dir: str |
         return result
     result.mode, result.algorithm, result.dapo_source, result.mechanism = run
     _fields_from(result, original.resolved, profile)
+    _one_node_count(result, original.resolved, profile)
     complete(result, original, source, profile, _validated)
     return result
 
@@ -244,6 +245,38 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
     if "logger" in values:  # SwanLab is on exactly when the script logs to it
         values["swanlab"] = "swanlab" in values["logger"]
         provenance["swanlab"] = provenance["logger"]
+    _overlong_off_when_absent(result, values, provenance, effective, profile)
+    _devices(mode, values, provenance)
+    train_tp = values.get("train_tp", RunSpec.model_fields["train_tp"].default)
+    if framework == "megatron" and values.get("gen_tp") not in (None, train_tp):
+        values["allow_tp_mismatch"] = True  # seed 001 asks for the same TP; the script chose another, as verl allows
+        provenance["allow_tp_mismatch"] = f"rollout TP {values['gen_tp']} and training TP {train_tp} in the script"
+    values["features"] = features_of(effective, profile, framework, device, mechanism)
+    provenance["features"] = "the features' keys in the script's config"
+    result.values, result.provenance = values, provenance
+    _validated(result)
+
+
+def _one_node_count(result: Imported, effective: dict[str, Any], profile: Profile) -> None:
+    """A spec runs the trainer and a separate rollout pool on one node count (--nnodes sends trainer.nnodes and the
+    pool's nnodes): a script that gives the pool another count has no equivalent config."""
+    trainer = result.values.get("nnodes", RunSpec.model_fields["nnodes"].default)
+    knob = "v1_rollout_nnodes" if result.mechanism == "separate-async" else "rollout_pool_nnodes"
+    if result.mode in SPLIT_MODES:  # the pool's keys as compiler.knob_settings sends them for this mechanism
+        for key in keys_of(profile, knob, result.framework, result.device, result.mechanism):
+            pool = effective.get(key)
+            if isinstance(pool, int) and not isinstance(pool, bool) and pool != trainer:
+                where = result.launch.where(key) or f"verl {result.version}'s default"
+                raise ImportProblem(
+                    f"{result.path}: the rollout pool runs on {key}={pool} nodes ({where}) and the trainer on "
+                    f"{trainer}: a verl-deploy spec has one node count for both (--nnodes sends trainer.nnodes and "
+                    f"{key}), no separate rollout-pool node count",
+                    f"give the script's {key} the trainer's {trainer} nodes (the rollout pool's size per node is "
+                    "--rollout-gpus), then import it")
+
+
+def _devices(mode: str, values: dict[str, Any], provenance: dict[str, str]) -> None:
+    """The trainer's devices per node are the run's devices; split modes add the rollout pool's."""
     gpus = values.pop("trainer_gpus", None)
     if mode not in SPLIT_MODES and gpus is not None:
         values["devices"] = gpus
@@ -254,14 +287,20 @@ def _fields_from(result: Imported, effective: dict[str, Any], profile: Profile) 
         provenance["devices"] = "trainer + rollout devices"
     else:
         values.pop("rollout_gpus", None)
-    train_tp = values.get("train_tp", RunSpec.model_fields["train_tp"].default)
-    if framework == "megatron" and values.get("gen_tp") not in (None, train_tp):
-        values["allow_tp_mismatch"] = True  # seed 001 asks for the same TP; the script chose another, as verl allows
-        provenance["allow_tp_mismatch"] = f"rollout TP {values['gen_tp']} and training TP {train_tp} in the script"
-    values["features"] = features_of(effective, profile, framework, device, mechanism)
-    provenance["features"] = "the features' keys in the script's config"
-    result.values, result.provenance = values, provenance
-    _validated(result)
+
+
+def _overlong_off_when_absent(result: Imported, values: dict[str, Any], provenance: dict[str, str],
+                              effective: dict[str, Any], profile: Profile) -> None:
+    """DAPO whose config has no overlong buffer key (main_ppo, one-step-off and fully-async take it with `+`): the
+    dapo reward manager then applies no overlong penalty (`overlong_buffer_cfg is None`), so the field is off, not
+    the spec's default on."""
+    if result.algorithm != "dapo" or "overlong_buffer" in values:
+        return
+    keys = keys_of(profile, "overlong_enable", result.framework, result.device, result.mechanism)
+    if keys and not any(key in effective for key in keys):
+        values["overlong_buffer"] = False
+        provenance["overlong_buffer"] = f"the script sets no {keys[0]} (the dapo reward manager applies no overlong " \
+                                        "penalty without it)"
 
 
 def _validated(result: Imported) -> RunSpec:

@@ -18,7 +18,7 @@ from verl_deploy.importer.fields import PATH_KNOBS, keys_of
 from verl_deploy.importer.problems import ImportProblem
 from verl_deploy.override_owners import beyond_feature, owner_flag
 from verl_deploy.profiles import Profile
-from verl_deploy.profiles.startup import as_verl_reads
+from verl_deploy.profiles.startup import as_verl_reads, without_unread_overlong
 
 MAX_ROUNDS = 8  # rounds of overrides: the script's own words, then verl's values, then interpolated keys
 _ABSENT = object()
@@ -60,11 +60,14 @@ def _compose_plan(plan, source, profile: Profile, result) -> composing.Composed:
 
 
 class _StartUp:
-    """The two configs as verl reads them after its own start-up steps (profiles/startup.py)."""
+    """The two configs as verl reads them after its own start-up steps, without the overlong buffer keys its dapo
+    reward manager does not read (profiles/startup.py)."""
 
     def __init__(self, original: composing.Composed, generated: composing.Composed, result, plan):
-        self.original = as_verl_reads(original.resolved, result.launch.entry, result.version)
-        self.generated = as_verl_reads(generated.resolved, plan.entry_module, result.version)
+        self.original = without_unread_overlong(as_verl_reads(original.resolved, result.launch.entry, result.version),
+                                                result.version)
+        self.generated = without_unread_overlong(as_verl_reads(generated.resolved, plan.entry_module, result.version),
+                                                 result.version)
         self.moved = self.original is not original.resolved or self.generated is not generated.resolved
 
     def same(self, key: str) -> bool:
@@ -96,7 +99,37 @@ def _add_fixes(result, diffs, aside_keys: set[str], plan, generated: composing.C
         tiers[tier][diff.key] = fix
     chosen = next((tier for tier in tiers if tier), {})
     given.update(chosen)
+    given.update(_sections_made_own(chosen, result, generated, given))
     return bool(chosen)
+
+
+def _sections_made_own(chosen: dict[str, tuple[str, str]], result, generated: composing.Composed,
+                       given: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """The script's earlier `++` settings in a section that, in the launch, follows another one (verl 0.9's
+    ref.megatron.override_transformer_config is `${...actor...}`): the `++` makes the section the script's own,
+    and a later `+ref...x` in it is refused by Hydra without it ("An item is already at ..."), even when the
+    `++` itself sets a value the launch already reads through the interpolation."""
+    needed: dict[str, tuple[str, str]] = {}
+    for key, (text, _) in chosen.items():
+        own = result.launch.setting(key)
+        section = _interpolated_section(key, generated.raw)
+        if own is None or own.text != text or section is None:
+            continue
+        for earlier in result.launch.settings:
+            if earlier.line < own.line and earlier.prefix == "++" and earlier.key.startswith(section + ".") \
+                    and earlier.key not in given and earlier.key not in chosen:
+                needed[earlier.key] = (earlier.text, earlier.provenance)
+    return needed
+
+
+def _interpolated_section(key: str, raw: dict[str, Any]) -> str | None:
+    """The nearest node above `key` that is an interpolation (`${...}`) in this composed config."""
+    parts = key.split(".")
+    for end in range(len(parts) - 1, 0, -1):
+        value = raw.get(".".join(parts[:end]))
+        if isinstance(value, str) and value.startswith("${"):
+            return ".".join(parts[:end])
+    return None
 
 
 def _owned(plan, sent, diff: composing.Difference) -> bool:
