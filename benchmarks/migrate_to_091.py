@@ -9,14 +9,18 @@ installed on this CPU box, with the DAPO recipe 0.9.1 pins) in its run directory
 one interpreter, so verl and torch are imported once per batch instead of once per script (about 20 minutes
 instead of hours on 2 cores); tests/test_migrate.py runs the same scripts through the CLI.
 
+A script that ran the DAPO recipe trainer moves to DAPO in verl's core (main_ppo, V1 sync) and a one-step-off
+script to the V1 trainer's separate_async mode, as `migrate` does by default; `--keep` keeps both old trainers
+instead (`migrate --dapo-source recipe` / `--mode one-step-off`). The figures count each trainer apart.
+
 It prints how many pass, and for the others the first error, so each is a figure with its cause. A script
 refused at import (its own overrides do not compose on its release) is counted apart, and so is a script
 whose validation needs a package a CPU box does not have (verl's validate_config imports vLLM to check a LoRA
 rank when the rollout is vLLM).
 
 Run (after the README's test install, `pip install '.[test]'`; the first run installs verl 0.9.1):
-python benchmarks/migrate_to_091.py [N] [TEXT] [--json]   (N: the first N scripts; TEXT: only fixture paths
-holding it)
+python benchmarks/migrate_to_091.py [N] [TEXT] [--keep] [--json]   (N: the first N scripts; TEXT: only fixture
+paths holding it)
 """
 
 from __future__ import annotations
@@ -70,6 +74,40 @@ def verify_env() -> tuple[str, str]:
     return data["python"], data["run_dir"]
 
 
+TRAINERS: dict[str, str] = {}  # fixture -> the trainer its migration chose (for the recipe DAPO / one-step-off ones)
+
+
+def kept_trainer(result) -> dict[str, str]:
+    """--keep: migrate's flags that keep the DAPO recipe trainer / one-step-off on 0.9.1."""
+    if "--keep" not in sys.argv:
+        return {}
+    if result.mechanism == "dapo":
+        return {"dapo_source": "recipe"}
+    return {"mode": "one-step-off"} if result.mode == "one-step-off" else {}
+
+
+def trainer_of(result, migration) -> str:
+    """What a recipe DAPO or one-step-off script runs after the migration ("" for the others)."""
+    if result.mechanism == "dapo":
+        return "DAPO in verl's core" if migration.values.get("dapo_source") == "core" else "the DAPO recipe trainer"
+    if result.mode == "one-step-off":
+        return "separate-async" if migration.values.get("mode") == "separate-async" else "one-step-off"
+    return ""
+
+
+def by_trainer(outcome: dict[str, dict[str, str]]) -> dict[str, dict[str, int]]:
+    """trainer -> {scripts, passed} of the recipe DAPO and one-step-off scripts."""
+    counts: dict[str, dict[str, int]] = {}
+    for kind, scripts in outcome.items():
+        for fixture in scripts:
+            trainer = TRAINERS.get(fixture)
+            if trainer:
+                entry = counts.setdefault(trainer, {"scripts": 0, "passed": 0})
+                entry["scripts"] += 1
+                entry["passed"] += kind == "passed"
+    return counts
+
+
 def planned(row: dict, folder: Path, run_dir: str):
     """The migrated config's plan, or (kind, why) when it stops before verl's validation."""
     from verl_deploy.findings import UserError
@@ -84,9 +122,10 @@ def planned(row: dict, folder: Path, run_dir: str):
                                recipe_dirs=recipes)
         if result.problem:
             return "refused", result.problem
-        migration = migrate_values(result.config_values(), TARGET, check=False)
+        migration = migrate_values(result.config_values(), TARGET, check=False, **kept_trainer(result))
     except (ImportProblem, MigrateProblem) as exc:
         return "refused", str(exc).splitlines()[0][:200]
+    TRAINERS[row["fixture"]] = trainer_of(result, migration)
     config = write(folder / "migrated.yaml", render_migrated(render(result, row["fixture"]), migration))
     nodes = int(migration.values.get("nnodes") or 1)
     flags = {"run_dir": run_dir, **({"master_addr": "10.0.0.1"} if nodes > 1 else {})}  # no script names its head
@@ -142,7 +181,8 @@ def measure(rows: list[dict]) -> dict:
                 pending = []
                 print(f"{index + 1}/{len(rows)}: {len(outcome['passed'])} passed", file=sys.stderr, flush=True)
     return {"scripts": len(rows), "passed": len(outcome["passed"]), "failed": outcome["failed"],
-            "needs_package": outcome["needs_package"], "refused_at_import": outcome["refused"]}
+            "needs_package": outcome["needs_package"], "refused_at_import": outcome["refused"],
+            "by_trainer": by_trainer(outcome)}
 
 
 def main() -> None:
@@ -153,6 +193,9 @@ def main() -> None:
     print(f"{figures['passed']} of {figures['scripts']} verl launch scripts, imported and migrated to {TARGET}, pass "
           f"verl {TARGET}'s own validation; {len(figures['refused_at_import'])} refused at import; "
           f"{len(figures['needs_package'])} need vLLM installed for verl's validation")
+    for trainer, counts in figures["by_trainer"].items():
+        print(f"  {trainer}: {counts['passed']} of {counts['scripts']} recipe DAPO / one-step-off scripts migrated to "
+              "it pass")
     for name, why in figures["failed"].items():
         print(f"  - {name}: {why}")
     for name, why in {**figures["needs_package"], **figures["refused_at_import"]}.items():

@@ -8,6 +8,7 @@ from typing import NoReturn
 import typer
 
 from verl_deploy.cli import app
+from verl_deploy.importer.mechanisms import DapoSource, SuccessorMode
 
 EPILOG = """\
 Examples:
@@ -39,6 +40,10 @@ def import_command(
     check: bool = typer.Option(False, "--check", help="Compose the script's and the generated launch's verl "
                                "config and print every difference (exit 1 if any)."),
     to: str = typer.Option(None, "--to", help="Also migrate the imported config to this verl release."),
+    dapo_source: DapoSource = typer.Option(None, "--dapo-source", help="With --to 0.9.0+: DAPO from verl's core "
+                                           "(the default for a recipe script) or the recipe (keep it)."),
+    mode: SuccessorMode = typer.Option(None, "--mode", help="With --to 0.9.0+, a one-step-off script: "
+                                       "separate-async (the default) or one-step-off (keep it)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing --output file."),
     json_output: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -49,7 +54,8 @@ def import_command(
     _check_output(output, check, force, json_output)
     environ = _environ(env, json_output)
     result = _imported(script, verl_version, verl_dir, environ, tuple(recipe_dir), json_output)
-    migrated = _migrated(result, to, json_output)
+    migrated = _migrated(result, to, json_output, dapo_source.value if dapo_source else None,
+                         mode.value if mode else None)
     text = render(result, script)
     if migrated is not None:
         from verl_deploy.importer.migrate import render_migrated
@@ -110,13 +116,16 @@ def _imported(script: str, verl_version: str | None, verl_dir: str | None, envir
     return result
 
 
-def _migrated(result, to: str | None, json_output: bool):
+def _migrated(result, to: str | None, json_output: bool, dapo_source: str | None, mode: str | None):
     if not to:
+        if dapo_source or mode:
+            _fail("to", "--dapo-source and --mode choose the trainer of a migration", "add --to VERSION, or drop them",
+                  json_output)
         return None
     from verl_deploy.importer.migrate import MigrateProblem, migrate_values
 
     try:
-        return migrate_values(result.config_values(), to)
+        return migrate_values(result.config_values(), to, dapo_source=dapo_source, mode=mode)
     except MigrateProblem as exc:
         _fail("to", str(exc), exc.fix, json_output)
 

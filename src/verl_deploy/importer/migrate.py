@@ -36,6 +36,9 @@ class Migration:
     moved: list[tuple[str, str, str]] = field(default_factory=list)  # (old, new, why)
     removed: list[tuple[str, str]] = field(default_factory=list)  # (override, what replaced it)
     entry_moves: list[tuple[str, str, str]] = field(default_factory=list)
+    trainer: list[dict[str, str]] = field(default_factory=list)  # the trainer chosen ({old, new, why, other})
+    changed: list[tuple[str, Any, Any, str]] = field(default_factory=list)  # fields set for it (field, old, new, why)
+    dropped: list[tuple[str, str]] = field(default_factory=list)  # fields it does not read ("field=value", why)
     findings: list = field(default_factory=list)  # the target plan's findings
 
     @property
@@ -44,6 +47,10 @@ class Migration:
 
     def lines(self) -> list[str]:
         out = [f"migrated from verl {self.source} to verl {self.target}"]
+        out += [f"  trainer: {t['old']} -> {t['new']}: {t['why']}; {t['other']}" if t["old"] != t["new"] else
+                f"  trainer: {t['new']} {t['why']}; {t['other']}" for t in self.trainer]
+        out += [f"  set: {name}: {_shown(old)} -> {new} ({why})" for name, old, new, why in self.changed]
+        out += [f"  dropped: {text} ({why})" for text, why in self.dropped]
         out += [f"  entry: {old} -> {new} ({why})" for old, new, why in self.entry_moves]
         out += [f"  moved: {old} -> {new} ({why})" for old, new, why in self.moved]
         out += [f"  removed: {text} ({why})" for text, why in self.removed]
@@ -52,10 +59,17 @@ class Migration:
 
     def as_dict(self) -> dict:
         return {"source": self.source, "target": self.target, "ok": self.ok,
+                "trainer": self.trainer,
+                "set": [{"field": f, "old": o, "new": n, "why": w} for f, o, n, w in self.changed],
+                "dropped_fields": [{"field": t, "why": w} for t, w in self.dropped],
                 "entry_moves": [{"old": o, "new": n, "why": w} for o, n, w in self.entry_moves],
                 "moved": [{"old": o, "new": n, "why": w} for o, n, w in self.moved],
                 "removed": [{"override": t, "why": w} for t, w in self.removed],
                 "findings": [f.as_dict() for f in self.findings]}
+
+
+def _shown(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
 
 
 def _mechanism(values: dict[str, Any], version: str) -> str:
@@ -94,8 +108,11 @@ def _keys_of_release(version: str, values: dict[str, Any], locate_source) -> dic
         raise MigrateProblem(f"verl {version}'s config does not compose: {exc}", "check the release") from None
 
 
-def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check: bool = True) -> Migration:
-    """The values moved to release `to`, and what changed on the way."""
+def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check: bool = True,
+                   dapo_source: str | None = None, mode: str | None = None) -> Migration:
+    """The values moved to release `to`, and what changed on the way. A trainer verl's core has taken over on `to`
+    (DAPO's recipe, one-step-off) moves to its successor unless `dapo_source` / `mode` keep it (mechanisms.py)."""
+    from verl_deploy.importer.mechanisms import ChoiceProblem, choose
     from verl_deploy.verlconfig.locate import ConfigUnavailable, locate
 
     locate_source = locate_source or (lambda version: locate(version, values.get("verl_dir")))
@@ -105,12 +122,17 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
     if not isinstance(problem, Profile):
         raise MigrateProblem(problem.message, problem.fix)
     try:
+        choice = choose(values, source, target, dapo_source=dapo_source, mode=mode)
+    except ChoiceProblem as exc:
+        raise MigrateProblem(str(exc), exc.fix) from None
+    try:
         old_keys = _keys_of_release(source, values, locate_source)
-        new_keys = _keys_of_release(target, values, locate_source)
+        new_keys = _keys_of_release(target, choice.values, locate_source)
     except ConfigUnavailable as exc:
         raise MigrateProblem(f"cannot read verl's configs: {exc}", "pass --verl-dir, or allow pip to reach PyPI") from None
-    migration = Migration(source, target, dict(values))
-    migration.entry_moves = _entry_moves(values, source, target)
+    migration = Migration(source, target, dict(choice.values), trainer=choice.trainer, changed=choice.changed,
+                          dropped=choice.dropped)
+    migration.entry_moves = _entry_moves(values, choice.values, source, target)
     kept = _Carrier(migration, old_keys, new_keys).carry(values.get("overrides") or [])
     migration.values["overrides"] = kept
     migration.values["verl_version"] = target
@@ -122,8 +144,9 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
     return migration
 
 
-def _entry_moves(values: dict[str, Any], source: str, target: str) -> list[tuple[str, str, str]]:
-    old_entry, new_entry = _entry(source, values), _entry(target, values)
+def _entry_moves(values: dict[str, Any], chosen: dict[str, Any], source: str,
+                 target: str) -> list[tuple[str, str, str]]:
+    old_entry, new_entry = _entry(source, values), _entry(target, chosen)
     return [(m.old, m.new, m.why) for m in ENTRY_MOVES if old_entry == m.old and new_entry == m.new]
 
 
@@ -263,14 +286,20 @@ def _check(values: dict[str, Any]) -> list:
 
 
 def render_migrated(text: str, migration: Migration) -> str:
-    """The config text with the migrated values (comments and order kept where the values did not change)."""
+    """The config text with the migrated values (comments and order kept where the values did not change). A
+    null the config already holds stays (verl's null: keep every checkpoint, count the steps from the epochs);
+    a field the new trainer does not read goes."""
+    import yaml
+
     from verl_deploy.wizard.configfile import update_config
 
-    changed = {k: v for k, v in migration.values.items()}
+    before = yaml.safe_load(text) or {}
+    before = {str(k).replace("-", "_"): v for k, v in before.items()} if isinstance(before, dict) else {}
+    changed = {k: v for k, v in migration.values.items() if not (v is None and k in before and before[k] is None)}
     if "overrides" not in migration.values:
         changed["overrides"] = None
-    import re
-
+    for text_of_field, _ in migration.dropped:
+        changed[text_of_field.split("=", 1)[0]] = None
     updated = update_config(text, changed)
     note = f"# migrated from verl {migration.source} by `verl-deploy migrate`"
     return re.sub(r"^(verl[-_]version: *[^#\n]*?)( +#[^\n]*)?$", lambda m: f"{m.group(1)}  {note}", updated,
