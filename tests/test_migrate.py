@@ -107,6 +107,9 @@ def test_one_step_off_moves_to_the_v1_separate_async_mode(tmp_path):
     changed = {c["field"]: c["new"] for c in data["set"]}
     assert changed == {"mode": "separate-async", "parameter_sync_step": 4, "max_off_policy": 2,
                        "off_policy_strategy": "wait", "filter_groups": False}
+    # one-step-off's own yaml ran the rollout's log-probs as the old policy; separate_async recomputes them
+    dropped = {d["field"]: d["why"] for d in data["dropped_fields"]}
+    assert "runs its config's False" in dropped["algorithm.rollout_correction.bypass_mode=True"]
     planned = json.loads(run_cli("plan", "--config", str(tmp_path / "new.yaml"), "--json").stdout)
     command = " ".join(planned["command"])
     for sent in ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=4",

@@ -116,6 +116,8 @@ def _dapo(choice: Choice, source: str, target: str, asked: str | None) -> None:
         other = f"--dapo-source core runs DAPO in verl's core (verl.trainer.main_ppo, V1 sync) on verl {target}"
     choice.trainer.append({"old": before, "new": _entry(values, target), "why": why, "other": other})
     choice.changed.append(("dapo_source", old_spec.dapo_source if old_spec else None, chosen, "the DAPO trainer"))
+    if chosen == "core" and old_spec is not None:
+        choice.dropped += _own_config_settings("dapo", old_spec.framework, values, target)
 
 
 def _one_step_off(choice: Choice, source: str, target: str, asked: str | None) -> None:
@@ -170,6 +172,7 @@ def _to_separate_async(choice: Choice, spec, before: str, target: str) -> None:
     for name, old, new, why in changes:
         values[name] = new
         choice.changed.append((name, old, new, why))
+    choice.dropped += _own_config_settings("one-step-off", spec.framework, values, target)
     engine = CHECKPOINT_ENGINE[spec.device]
     choice.trainer.append({
         "old": before, "new": _entry(values, target),
@@ -178,6 +181,26 @@ def _to_separate_async(choice: Choice, spec, before: str, target: str) -> None:
                f"synced by the {engine} checkpoint engine every {sync_step} mini-batches, off-policy bound "
                f"{values['max_off_policy']} ({values['off_policy_strategy']})",
         "other": f"verl {target} still ships one-step-off: --mode one-step-off keeps it"})
+
+
+def _own_config_settings(old: str, framework: str, values: dict[str, Any], target: str) -> list[tuple[str, str]]:
+    """The old trainer's own config settings (the profile's overlay of its yaml: one-step-off's, DAPO's) that
+    main_ppo's config holds with another default and the new launch does not send: the new run takes main_ppo's
+    (one line each)."""
+    from verl_deploy.compiler import compile_plan
+    from verl_deploy.importer.compose import flatten
+    from verl_deploy.profiles.keytables import key_table
+
+    profile = profile_for(target)
+    new_spec = _spec(values, target)
+    if not isinstance(profile, Profile) or new_spec is None:
+        return []
+    plan = compile_plan(new_spec, profile)
+    defaults = key_table(target, plan.config_name) or {}
+    sent = {o.key for o in plan.overrides}
+    own = flatten(dict(profile.recipe_overlays.get((old, framework), {})))
+    return [(f"{key}={value}", f"{old}'s own config sets it; {plan.entry_module} runs its config's {defaults[key]}")
+            for key, value in own.items() if key in defaults and key not in sent and defaults[key] != value]
 
 
 def _drop_ignored(choice: Choice, target: str) -> None:

@@ -299,7 +299,9 @@ def render_migrated(text: str, migration: Migration) -> str:
     if "overrides" not in migration.values:
         changed["overrides"] = None
     for text_of_field, _ in migration.dropped:
-        changed[text_of_field.split("=", 1)[0]] = None
+        name = text_of_field.split("=", 1)[0]
+        if "." not in name:  # a spec field (the others are verl keys of the old trainer's own config)
+            changed[name] = None
     updated = update_config(text, changed)
     note = f"# migrated from verl {migration.source} by `verl-deploy migrate`"
     return re.sub(r"^(verl[-_]version: *[^#\n]*?)( +#[^\n]*)?$", lambda m: f"{m.group(1)}  {note}", updated,
