@@ -104,6 +104,7 @@ def test_refusals_are_one_line_and_leave_no_file(tmp_path):
         (["import", str(DAPO_070), "--output", str(out), "--env", "NOT A PAIR"], "NAME=VALUE"),
         (["import", str(DAPO_070), "--output", str(tmp_path)], "is a folder"),
         (["import", str(usage), "--output", str(out)], "exits at line 3"),
+        (["import", str(DAPO_070), "--output", str(out), "--dapo-source", "recipe"], "add --to VERSION"),
     ]
     for args, words in cases:
         result = run_cli(*args)
