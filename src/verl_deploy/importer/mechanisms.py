@@ -113,10 +113,12 @@ def _dapo(choice: Choice, source: str, target: str, asked: str | None) -> None:
         other = f"verl {target} still runs the recipe trainer: --dapo-source recipe keeps it"
     else:
         why = "the DAPO recipe trainer, as " + ("asked (--dapo-source recipe)" if asked else "the config chose")
-        other = f"--dapo-source core runs DAPO in verl's core (verl.trainer.main_ppo, V1 sync) on verl {target}"
+        core = _entry({**values, "dapo_source": "core"}, target)
+        other = f"--dapo-source core runs DAPO in verl's core ({core}, V1 sync) on verl {target}"
     choice.trainer.append({"old": before, "new": _entry(values, target), "why": why, "other": other})
-    choice.changed.append(("dapo_source", old_spec.dapo_source if old_spec else None, chosen, "the DAPO trainer"))
-    if chosen == "core" and old_spec is not None:
+    if old_spec.dapo_source != chosen:
+        choice.changed.append(("dapo_source", old_spec.dapo_source, chosen, "the DAPO trainer"))
+    if chosen == "core":
         choice.dropped += _own_config_settings("dapo", old_spec.framework, values, target)
 
 
