@@ -45,17 +45,13 @@ def _known_entry(row) -> bool:
 
 # every script whose entry verl-deploy knows: DAPO's and one-step-off's recipes, and main_ppo (GRPO)
 RUNNABLE = [row for row in MANIFEST if _known_entry(row)]
-# What no spec field, feature or override can say today, each with the scripts it stays in (README,
-# "Already have a script?"); any other key left is an importer bug. benchmarks/import_equivalence.py counts.
-KNOWN_LEFT = {
-    # Megatron's attention_backend=auto: the flash_attn feature sends flash or fused
-    "actor_rollout_ref.actor.megatron.override_transformer_config.attention_backend",
-    # verl-recipe's NPU scripts on 0.8.0 set the legacy +reward_model.overlong_buffer.*: the reward loop reads
-    # reward.reward_kwargs.overlong_buffer_cfg, which verl-deploy sends from the same overlong fields
-    "reward.reward_kwargs.max_resp_len", "reward.reward_kwargs.overlong_buffer_cfg.len",
-    # the reference offloaded and the actor's parameters kept, with gradients offloaded (no feature says both)
-    "actor_rollout_ref.ref.megatron.param_offload",
-}
+# What no spec field, feature or override can say today, each with the scripts it stays in; any other key
+# left is an importer bug. None is left: every fixture whose own release takes it imports equivalent
+# (benchmarks/import_equivalence.py counts). Megatron's attention_backend=auto is the script's own override, the
+# legacy +reward_model.overlong_buffer.* of verl-recipe's NPU scripts on 0.8.0 is replaced at start by verl's
+# migrate_legacy_reward_impl on both sides (profiles/startup.py), and the reference offloaded with the actor's
+# gradients is the grad_offload feature.
+KNOWN_LEFT: set[str] = set()
 
 
 def test_manifest_names_the_source_of_every_fixture():
@@ -141,3 +137,18 @@ def _default_config(result) -> str:
     from verl_deploy.profiles.entries import entry_of
 
     return entry_of(result.launch.entry).default_config
+
+
+def test_verls_start_up_replaces_the_reward_kwargs_only_for_the_entries_that_call_it():
+    """migrate_legacy_reward_impl (0.7.1+): a script's reward_model.reward_kwargs replaces reward.reward_kwargs whole,
+    in main_ppo 0.7.1-0.8.x, fully_async_main and verl-recipe's main_dapo; not in 0.9's V1 main_ppo or one-step-off."""
+    from verl_deploy.profiles.startup import as_verl_reads
+
+    flat = {"reward.reward_kwargs.overlong_buffer_cfg.len": 0, "reward_model.reward_kwargs.max_resp_len": 20480,
+            "trainer.nnodes": 1}
+    read = as_verl_reads(flat, "recipe.dapo.main_dapo", "0.8.0")
+    assert read == {"reward.reward_kwargs.max_resp_len": 20480, "reward_model.reward_kwargs.max_resp_len": 20480,
+                    "trainer.nnodes": 1}
+    assert as_verl_reads(flat, "verl.trainer.main_ppo", "0.9.1") is flat
+    assert as_verl_reads(flat, "verl.experimental.one_step_off_policy.main_ppo", "0.8.0") is flat
+    assert as_verl_reads(flat, "recipe.dapo.main_dapo", "0.7.0") is flat  # before the reward loop

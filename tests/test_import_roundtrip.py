@@ -66,3 +66,47 @@ def _flags(args: list[str]) -> dict:
             flags[name] = value
         i += 2
     return flags
+
+
+def _every_kind() -> list[tuple[str, ...]]:
+    """(release, mode, framework, algorithm, DAPO source) for every mode x framework x algorithm the profiles plan,
+    on the newest release of each family (0.7.0: the recipe trainers; 0.9.1: the V1 trainer's modes too), and both
+    DAPO sources where a release has both."""
+    from verl_deploy.profiles.modes import V1_SINCE, modes_of, release_tuple
+
+    kinds = []
+    for release in ("0.7.0", "0.9.1"):
+        for mode in modes_of(release):
+            for framework in ("megatron", "fsdp"):
+                for algorithm in ("dapo", "grpo"):
+                    both = release_tuple(release) >= V1_SINCE and mode == "dapo" and algorithm == "dapo"
+                    for source in (("core", "recipe") if both else ("",)):
+                        kinds.append((release, mode, framework, algorithm, source))
+    return kinds
+
+
+@pytest.mark.parametrize("kind", _every_kind(), ids=lambda kind: "-".join(part for part in kind if part))
+def test_every_mode_framework_and_algorithm_round_trips(tmp_path, kind):
+    from verl_deploy.profiles.modes import dapo_source_for, mechanism
+
+    from verl_deploy.spec import SPLIT_MODES
+
+    release, mode, framework, algorithm, source = kind
+    flags: dict = {"verl_version": release, "mode": mode, "framework": framework, "algorithm": algorithm,
+                   "device": "gpu", **({"dapo_source": source} if source else {})}
+    if mode in SPLIT_MODES:  # trainer and rollout on devices of their own: Megatron's default TP 4 x PP 2 on each
+        side = 8 if framework == "megatron" else 4
+        flags.update(trainer_gpus=side, rollout_gpus=side, devices=",".join(str(i) for i in range(2 * side)))
+    args = [part for name, value in flags.items() for part in (f"--{name.replace('_', '-')}", str(value))]
+    made = run_cli("generate", *args, "--output-dir", str(tmp_path / "s"), "--force")
+    assert made.returncode == 0, made.stderr
+    sent = json.loads((tmp_path / "s" / "plan.json").read_text())["overrides"]
+    result = import_script(str(tmp_path / "s" / "run_training.sh"))
+    assert result.equivalent, [d.line() for d in result.remaining]
+    config = write(tmp_path / "back.yaml", render(result, "run_training.sh"))
+    spec = resolve(config_file=config, environ={})
+    assert [o.text() for o in compile_plan(spec, profile_for(spec.verl_version)).overrides] == sent
+    original = resolve(flags=flags, environ={})
+    assert (spec.mode, spec.framework, spec.algorithm, mechanism(spec), dapo_source_for(spec)) == \
+        (original.mode, original.framework, original.algorithm, mechanism(original), dapo_source_for(original))
+    assert not result.overrides, result.overrides  # a generated launch needs no override of its own to come back

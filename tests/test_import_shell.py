@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from verl_deploy.importer.launch import find_launch
-from verl_deploy.importer.shell import read_script, read_text
+from verl_deploy.importer.shell import Unknown, read_script, read_text
 
 PREFIX = "python3 -m verl.trainer.main_ppo"
 
@@ -67,6 +67,68 @@ SCRIPTS = {
         set -xeuo pipefail
         LR=1e-6
         python3 -m verl.trainer.main_ppo actor.lr=$LR 2>&1 | tee log.txt
+    """,
+    "name-like defaults": """
+        actor_lr=${ACTOR_LR:-1e-6}
+        kl=${KL_COEF:-1e-3}
+        name=${NAME:-qwen3-8b.run_1}
+        python3 -m verl.trainer.main_ppo a.lr=${actor_lr} a.kl=$kl a.name=$name a.inline=${UNSET_X:-2e-5}
+    """,
+    "branches bash takes": """
+        DEVICE=${DEVICE:-npu}
+        INFER_BACKEND=vllm
+        NNODES=2
+        if [ "$DEVICE" = gpu ]; then
+            tp=2
+        elif [[ "${DEVICE}" == n* && $NNODES -gt 1 ]]; then
+            tp=4
+        else
+            tp=8
+        fi
+        case "${DEVICE}" in
+            gpu | cuda) util=0.8 ;;
+            npu*) util=0.6
+                  EXTRA=(x.npu=1 "x.quoted=a b") ;;
+            *) echo "unknown device"; exit 1 ;;
+        esac
+        [ "${NNODES}" -gt 1 ] && pp_override=2 || pp_override=null
+        [ -z "${UNSET_Q:-}" ] && q=empty
+        [[ -n "$INFER_BACKEND" ]] || q=never
+        if (( NNODES * 4 > 6 )); then big=yes; fi
+        if ! [ "$INFER_BACKEND" != vllm ]; then engine=vllm-ok; fi
+        python3 -m verl.trainer.main_ppo r.tp=$tp r.util=$util a.pp=$pp_override q=$q big=$big e=$engine "${EXTRA[@]}"
+        exit 0
+        echo never reached
+    """,
+    "arrays with comments and functions": """
+        DATA=(
+            # the data
+            data.train_batch_size=64  # inline
+            data.max_prompt_length=$((512 * 2))
+        )
+        launch() {
+            local extra=$1
+            shift
+            python3 -m verl.trainer.main_ppo "${DATA[@]}" extra=$extra rest="$*" n=$# count=${#DATA[@]}
+        }
+        LATE+=(late.key=1)
+        launch first second third "${LATE[@]}"
+    """,
+    "parameter transforms": """
+        MODEL_PATH=/models/Qwen/Qwen3-8B-Base.v2
+        name=${MODEL_PATH##*/}
+        stem=${name%.*}
+        dir=${MODEL_PATH%/*}
+        first=${MODEL_PATH#/*/}
+        dashed=${name//-/_}
+        one=${name/-/+}
+        sub=${name:0:5}
+        tail=${name:6}
+        upper=${stem^^}
+        lower=${stem,,}
+        ( inside=1; export NOT_OUTSIDE=1 )
+        python3 -m verl.trainer.main_ppo n=$name s=$stem d=$dir f=$first x=$dashed o=$one b=$sub t=$tail \\
+            u=$upper l=$lower i=${inside:-unset}
     """,
 }
 
@@ -129,7 +191,8 @@ def test_what_cannot_be_read_is_listed_with_its_line_never_guessed(tmp_path):
     assert (3, "command") in lines and any(u.line == 4 and "loop" in u.why for u in reading.unreadable)
     launch = find_launch(reading)
     assert {s.key: s.value for s in launch.settings} == {"a.sourced": "42", "b.ok": "1"}  # nothing guessed
-    assert "HOME_DIR_UNSET" in reading.environment and "X" in reading.environment
+    assert "HOME_DIR_UNSET" in reading.environment  # read from the environment; X is the loop's, not known
+    assert isinstance(reading.variables["X"], Unknown) and "a for loop at line 4" in reading.variables["X"].why
 
 
 def test_environment_values_given_are_used_and_recorded(tmp_path):
@@ -140,3 +203,45 @@ def test_environment_values_given_are_used_and_recorded(tmp_path):
     assert reading.environment["MODEL_PATH"][1] == "/home/me/models/Qwen3-8B"  # the default the script used
     assert not reading.unreadable
     assert os.environ.get("MODEL_PATH") is None  # the reader reads no real environment
+
+
+def test_a_branch_the_reader_cannot_decide_is_listed_with_what_decides_it():
+    text = "\n".join([
+        "DEVICE=${DEVICE:-$(python3 -c 'import torch_npu' 2>/dev/null && echo npu || echo gpu)}",
+        "EXTRA=(a.fixed=1)",
+        'case "${DEVICE}" in',  # 3
+        "    gpu) tp=2 ;;",
+        "    npu) tp=4; EXTRA+=(a.npu=1) ;;",
+        "esac",
+        f'{PREFIX} r.tp=$tp "${{EXTRA[@]}}" keep=1',
+    ]) + "\n"
+    reading = read_text(text)
+    # nothing the branch sets is guessed: tp and the element it may add are left out, the rest is read
+    assert {s.key: s.value for s in find_launch(reading).settings} == {"a.fixed": "1", "keep": "1"}
+    note = next(u for u in reading.unreadable if u.line == 3)
+    assert "$DEVICE" in note.why and "--env DEVICE=VALUE" in note.why and "(tp, EXTRA)" in note.why, note.why
+    given = read_text(text, environ={"DEVICE": "npu"})  # the environment decides it: followed as bash would
+    assert {s.key: s.value for s in find_launch(given).settings} == {"r.tp": "4", "a.fixed": "1", "a.npu": "1",
+                                                                      "keep": "1"}
+    assert given.unreadable == []  # the default's command substitution is not run when DEVICE is given
+
+
+def test_a_script_that_exits_before_its_launch_has_no_launch_and_says_where():
+    from verl_deploy.importer.launch import NoLaunch
+
+    reading = read_text('if [ "$#" -lt 1 ]; then\n  echo "usage: run.sh MODEL"\n  exit 1\nfi\n'
+                        f"{PREFIX} m=$1\n")
+    with pytest.raises(NoLaunch, match="exits at line 3"):
+        find_launch(reading)
+
+
+def test_a_setting_from_an_array_keeps_the_line_it_is_written_on():
+    launch = find_launch(read_text("ARGS=(\n  a.one=1\n  a.two=2\n)\nX=3\n"
+                                   f'{PREFIX} "${{ARGS[@]}}" a.three=$X\n'))
+    assert [(s.key, s.line) for s in launch.settings] == [("a.one", 2), ("a.two", 3), ("a.three", 6)]
+
+
+def test_python_options_before_the_module_are_read_past():
+    for head in ("python3 -u -m", "python3 -X faulthandler -m", "PYTHONUNBUFFERED=1 python -B -Wignore -m"):
+        launch = find_launch(read_text(f"{head} verl.trainer.main_ppo a.b=1\n"))
+        assert (launch.entry, [s.text for s in launch.settings]) == ("verl.trainer.main_ppo", ["a.b=1"]), head

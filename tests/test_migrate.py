@@ -34,16 +34,110 @@ def test_key_tables_know_which_entry_config_holds_a_key():
     assert key_table("0.9.1", "no_such_trainer") is None
 
 
-@pytest.mark.parametrize("mode,prefix", [("ppo", "+"), ("dapo", "")])
-def test_a_moved_key_gets_the_prefix_the_target_entry_config_needs(mode, prefix):
-    """main_ppo on 0.9.1 lacks reward.reward_kwargs.overlong_buffer_cfg (Hydra refuses it without `+`);
-    the DAPO entry's config has it (Hydra refuses it with `+`)."""
+@pytest.mark.parametrize("mode,chosen,prefix", [("ppo", {}, "+"), ("dapo", {"dapo_source": "recipe"}, ""),
+                                                ("dapo", {}, "+")])
+def test_a_moved_key_gets_the_prefix_the_target_entry_config_needs(mode, chosen, prefix):
+    """main_ppo on 0.9.1 lacks reward.reward_kwargs.overlong_buffer_cfg (Hydra refuses it without `+`); the DAPO
+    recipe's config has it (Hydra refuses it with `+`). DAPO moves to main_ppo (verl's core) unless kept."""
     from verl_deploy.importer.migrate import migrate_values
 
     moved = migrate_values({"mode": mode, "framework": "fsdp", "verl_version": "0.6.1",
                             "overrides": ["+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096"]}, "0.9.1",
-                           check=False)
+                           check=False, **chosen)
     assert moved.values["overrides"] == [f"{prefix}reward.reward_kwargs.overlong_buffer_cfg.len=4096"]
+
+
+def _migrate_json(tmp_path, text: str, *args: str) -> tuple[dict, str, int]:
+    config = tmp_path / "old.yaml"
+    config.write_text(text)
+    out = tmp_path / "new.yaml"
+    out.unlink(missing_ok=True)
+    result = run_cli("migrate", str(config), "--to", "0.9.1", "--output", str(out), "--json", *args)
+    return json.loads(result.stdout), out.read_text() if out.exists() else "", result.returncode
+
+
+RECIPE_DAPO = ("verl_version: 0.7.0\ndevice: npu\nframework: fsdp\nbatch_size: 64\nmini_batch_size: 16\n"
+               "gen_batch_size: 192\nmax_num_gen_batches: 10\nfilter_groups: true\nmax_ckpt_to_keep: null\n"
+               "overlong_buffer_len: 512\noverrides:\n  - trainer.log_val_generations=5\n")
+
+
+def test_the_dapo_recipe_moves_to_dapo_in_verls_core_and_names_what_it_drops(tmp_path):
+    """A DAPO recipe config of 0.7.0 runs DAPO in verl's core on 0.9.1 (main_ppo, V1 sync): every field is kept or
+    named as dropped with what replaces it, the line names the recipe as the other choice and its flag, and the
+    result plans without errors; --dapo-source recipe keeps the recipe trainer."""
+    data, text, code = _migrate_json(tmp_path, RECIPE_DAPO)
+    assert code == 0, data["findings"]
+    [trainer] = data["trainer"]
+    assert (trainer["old"], trainer["new"]) == ("recipe.dapo.main_dapo", "verl.trainer.main_ppo")
+    assert "--dapo-source recipe keeps it" in trainer["other"] and "V1 trainer" in trainer["why"]
+    assert {d["field"].split("=")[0] for d in data["dropped_fields"]} == {"gen_batch_size", "max_num_gen_batches"}
+    assert all("V1" in d["why"] for d in data["dropped_fields"])
+    assert "dapo_source: core" in text and "gen_batch_size" not in text and "max_num_gen_batches" not in text
+    assert "max_ckpt_to_keep" in text and "overlong_buffer_len: 512" in text  # verl's null and the rest stay
+    planned = json.loads(run_cli("plan", "--config", str(tmp_path / "new.yaml"), "--json").stdout)
+    command = " ".join(planned["command"])
+    assert "verl.trainer.main_ppo" in command and "trainer.v1.trainer_mode=sync" in command
+    assert "algorithm.filter_groups.enable=True" in command and "reward.reward_manager.name=dapo" in command
+    assert "+reward.reward_kwargs.overlong_buffer_cfg.len=512" in command
+    from verl_deploy.sources import resolve
+
+    spec = resolve(config_file=str(tmp_path / "new.yaml"), environ={})
+    assert spec.max_ckpt_to_keep is None  # verl's null (keep every checkpoint) is not lost on the way
+    kept, text, code = _migrate_json(tmp_path, RECIPE_DAPO, "--dapo-source", "recipe")
+    assert code == 0 and kept["dropped_fields"] == [] and "dapo_source: recipe" in text
+    assert kept["trainer"][0]["new"] == "recipe.dapo.main_dapo" and "--dapo-source core" in kept["trainer"][0]["other"]
+    lines = run_cli("migrate", str(tmp_path / "old.yaml"), "--to", "0.9.1", "--output", str(tmp_path / "x.yaml"))
+    assert "  trainer: recipe.dapo.main_dapo -> verl.trainer.main_ppo: DAPO in verl's core" in lines.stdout
+    assert "  dropped: gen_batch_size=192 (" in lines.stdout
+
+
+ONE_STEP_OFF = ("verl_version: 0.7.0\nmode: one-step-off\ndevice: gpu\nframework: fsdp\nbatch_size: 64\n"
+                "mini_batch_size: 16\ntrainer_gpus: 4\nrollout_gpus: 4\ndevices: 8\n")
+
+
+def test_one_step_off_moves_to_the_v1_separate_async_mode(tmp_path):
+    """verl's V1 separate_async: its own rollout pool, a sync step with batch == sync step x mini-batch, a checkpoint
+    engine that is not naive, an off-policy bound of one step behind, and no group filtering one-step-off did not
+    do; --mode one-step-off keeps verl.experimental's one-step-off."""
+    data, text, code = _migrate_json(tmp_path, ONE_STEP_OFF)
+    assert code == 0, data["findings"]
+    [trainer] = data["trainer"]
+    assert (trainer["old"], trainer["new"]) == ("recipe.one_step_off_policy.main_ppo", "verl.trainer.main_ppo")
+    assert "--mode one-step-off keeps it" in trainer["other"]
+    changed = {c["field"]: c["new"] for c in data["set"]}
+    assert changed == {"mode": "separate-async", "parameter_sync_step": 4, "max_off_policy": 2,
+                       "off_policy_strategy": "wait", "filter_groups": False}
+    # one-step-off's own yaml ran the rollout's log-probs as the old policy; separate_async recomputes them
+    dropped = {d["field"]: d["why"] for d in data["dropped_fields"]}
+    assert "runs its config's False" in dropped["algorithm.rollout_correction.bypass_mode=True"]
+    planned = json.loads(run_cli("plan", "--config", str(tmp_path / "new.yaml"), "--json").stdout)
+    command = " ".join(planned["command"])
+    for sent in ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=4",
+                 "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl", "actor_rollout_ref.rollout.n_gpus_per_node=4",
+                 "trainer.v1.sampler.max_off_policy_threshold=2", "trainer.n_gpus_per_node=4"):
+        assert sent in command, sent
+    assert "algorithm.filter_groups.enable=True" not in command
+    kept, text, code = _migrate_json(tmp_path, ONE_STEP_OFF, "--mode", "one-step-off")
+    assert code == 0 and "mode: one-step-off" in text and kept["set"] == []
+    assert kept["trainer"][0]["new"] == "verl.experimental.one_step_off_policy.main_ppo"
+    # a batch that is no multiple of the mini-batch cannot run separate_async: one-step-off stays and says why (and
+    # verl 0.9.1's engine workers refuse that batch in any mode: the plan says so)
+    odd, text, code = _migrate_json(tmp_path, ONE_STEP_OFF.replace("batch_size: 64", "batch_size: 40"))
+    assert "mode: one-step-off" in text and "no multiple of mini-batch 16" in odd["trainer"][0]["why"]
+    assert code == 1 and {f["field"] for f in odd["findings"] if f["level"] == "error"} == {"mini_batch_size"}
+
+
+def test_a_trainer_choice_that_does_not_apply_is_one_line(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(RECIPE_DAPO)
+    for args, words in ((["--to", "0.9.1", "--mode", "one-step-off"], "--mode one-step-off"),
+                        (["--to", "0.8.0", "--dapo-source", "core"], "--dapo-source core"),
+                        (["--to", "0.9.1", "--mode", "fast"], "fast")):
+        result = run_cli("migrate", str(config), *args, "--output", str(tmp_path / "n.yaml"))
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
+        assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+        assert len(errors) == 1 and words in errors[0], result.stderr
+        assert not (tmp_path / "n.yaml").exists()
 
 
 def test_migrate_maps_moved_keys_and_names_removed_ones(tmp_path):
@@ -115,26 +209,40 @@ def env_dir(tmp_path):
     return {"VERL_DEPLOY_VERIFY_ENV_DIR": str(root)}
 
 
-@pytest.mark.parametrize("fixture,recipes", [
-    ("verl-v0.7.0/recipe/dapo/run_dapo_qwen3_8b_base_npu.sh", ["recipes/verl-v0.7.0"]),
-    ("verl-v0.7.0/recipe/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh",
-     ["recipes/verl-v0.7.0", "imported_scripts/verl-v0.7.0"]),
-    ("verl-v0.6.1/recipe/dapo/run_dapo_qwen2.5_7b_npu.sh", ["recipes/verl-v0.6.1"]),
+_ONE_STEP_OFF_070 = "verl-v0.7.0/recipe/one_step_off_policy/shell/dapo_7b_math_megatron_4_12.sh"
+
+
+@pytest.mark.parametrize("fixture,recipes,chosen,entry", [
+    ("verl-v0.7.0/recipe/dapo/run_dapo_qwen3_8b_base_npu.sh", ["recipes/verl-v0.7.0"], [], "verl.trainer.main_ppo"),
+    (_ONE_STEP_OFF_070, ["recipes/verl-v0.7.0", "imported_scripts/verl-v0.7.0"], [], "verl.trainer.main_ppo"),
+    ("verl-v0.6.1/recipe/dapo/run_dapo_qwen2.5_7b_npu.sh", ["recipes/verl-v0.6.1"], [], "verl.trainer.main_ppo"),
+    ("verl-recipe-e7f8895/dapo/run_dapo_qwen3_moe_30b_megatron_npu.sh", ["recipes/verl-recipe-e7f8895"], [],
+     "verl.trainer.main_ppo"),
+    ("verl-v0.6.1/recipe/one_step_off_policy/grpo_0.6b_gsm8k_fsdp2_2_6.sh",
+     ["recipes/verl-v0.6.1", "imported_scripts/verl-v0.6.1"], [], "verl.trainer.main_ppo"),
+    ("verl-v0.7.0/recipe/dapo/run_dapo_qwen3_8b_base_npu.sh", ["recipes/verl-v0.7.0"], ["--dapo-source", "recipe"],
+     "recipe.dapo.main_dapo"),
+    (_ONE_STEP_OFF_070, ["recipes/verl-v0.7.0", "imported_scripts/verl-v0.7.0"], ["--mode", "one-step-off"],
+     "verl.experimental.one_step_off_policy.main_ppo"),
 ])
-def test_imported_script_moved_to_091_passes_verls_own_validation(tmp_path, env_dir, fixture, recipes):
+def test_imported_script_moved_to_091_passes_verls_own_validation(tmp_path, env_dir, fixture, recipes, chosen, entry):
+    """The DAPO recipe and one-step-off scripts move to DAPO in verl's core and the V1 separate_async mode (or keep
+    their trainer when asked), and verl 0.9.1's own validation passes the result."""
     ready = run_cli("verify-env", "0.9.1", "--recipe", str(fixture_for("0.9.1")), "--json", env=env_dir)
     assert ready.returncode == 0, ready.stderr
     run_dir = json.loads(ready.stdout)["run_dir"]  # verl 0.9.1 with verl-recipe's DAPO beside it
     out = tmp_path / "migrated.yaml"
-    release = fixture.split("/")[0].removeprefix("verl-v")
+    release = next(row["release"] for row in json.loads((SCRIPTS / "manifest.json").read_text())
+                   if row["fixture"] == fixture)
     args = ["import", str(SCRIPTS / fixture), "--output", str(out), "--verl-version", release, "--to", "0.9.1",
-            "--env", "HOME=/home/user", "--env", "PWD=/verl", "--json"]
+            "--env", "HOME=/home/user", "--env", "PWD=/verl", "--json", *chosen]
     for recipe in recipes:
         args += ["--recipe-dir", str(FIXTURES / recipe)]
     imported = run_cli(*args)
     assert imported.returncode == 0, imported.stdout + imported.stderr
     migrated = json.loads(imported.stdout)["migrated"]
     assert migrated["target"] == "0.9.1"
+    assert [t["new"] for t in migrated["trainer"]] == [entry]
     # the only error a migrated plan may have is an input no script gives: the head of a multi-node run
     errors = [f for f in migrated["findings"] if f["level"] == "error"]
     assert all(f["field"] == "master_addr" for f in errors), errors
@@ -146,6 +254,7 @@ def test_imported_script_moved_to_091_passes_verls_own_validation(tmp_path, env_
     assert result["verify"]["status"] == "passed", (result["verify"], [f for f in result["findings"]
                                                                       if f["level"] == "error"])
     assert planned.returncode == 0, [f for f in result["findings"] if f["level"] == "error"]
+    assert result["command"][2] == entry  # python3 -m ENTRY
 
 
 def test_the_migration_benchmark_runs_one_script_through_verls_validation(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from verl_deploy.cli import app
+from verl_deploy.importer.mechanisms import DapoSource, SuccessorMode
 
 EPILOG = """\
 Examples:
@@ -14,8 +15,11 @@ Examples:
   verl-deploy plan --config dapo-0.9.1.yaml --verify --verify-env   # verl 0.9.1's own validation, on CPU
 
 Overrides whose key moved are mapped (reward_model.overlong_buffer.* -> reward.reward_kwargs.overlong_buffer_cfg.*),
-removed keys are named with what replaced them, and the result is checked like any plan. Exit status: 0 the
-migrated config plans cleanly, 1 it does not (the lines say why; the file is still written).
+removed keys are named with what replaced them, and the result is checked like any plan. On verl 0.9.0 and later
+the DAPO recipe trainer moves to DAPO in verl's core (main_ppo, V1 sync; --dapo-source recipe keeps the recipe)
+and one-step-off to the V1 trainer's separate_async mode (--mode one-step-off keeps it); each field set or
+dropped for the new trainer is one line. Exit status: 0 the migrated config plans cleanly, 1 it does not (the
+lines say why; the file is still written).
 """
 
 
@@ -25,6 +29,10 @@ def migrate_command(
     to: str = typer.Option(..., "--to", help="The verl release to move to, e.g. 0.9.1."),
     output: str = typer.Option(None, "--output", "-o", help="Where to write the migrated config."),
     in_place: bool = typer.Option(False, "--in-place", help="Rewrite CONFIG itself."),
+    dapo_source: DapoSource = typer.Option(None, "--dapo-source", help="DAPO on verl 0.9.0+: core (verl's "
+                                           "main_ppo, V1; the default for a recipe config) or recipe (keep it)."),
+    mode: SuccessorMode = typer.Option(None, "--mode", help="A one-step-off config on verl 0.9.0+: separate-async "
+                                       "(the V1 successor, the default) or one-step-off (keep it)."),
     json_output: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Move a config to another verl release: moved keys mapped, removed ones named, the result checked."""
@@ -46,13 +54,21 @@ def migrate_command(
     if problems:
         raise fail(problems, as_json=json_output)
     try:
-        migration = migrate_values(values, to)
+        migration = migrate_values(values, to, dapo_source=dapo_source.value if dapo_source else None,
+                                   mode=mode.value if mode else None)
     except MigrateProblem as exc:
         raise fail([error("to", str(exc), exc.fix)], as_json=json_output) from None
     with open(config, encoding="utf-8") as handle:
         text = handle.read()
     target = output or config
-    write(target, render_migrated(text, migration))
+    if os.path.isdir(target):
+        raise fail([error("output", f"{target} is a folder", "give --output a file path, e.g. NEW.yaml")],
+                   as_json=json_output)
+    try:
+        write(target, render_migrated(text, migration))
+    except OSError as exc:
+        raise fail([error("output", f"cannot write {target}: {exc.strerror or exc}", "give a writable --output path")],
+                   as_json=json_output) from None
     if json_output:
         print_json({**migration.as_dict(), "output": target})
     else:

@@ -17,6 +17,10 @@ class ComposeProblem(Exception):
     """Hydra refused the overrides or the config (the message is Hydra's first line)."""
 
 
+class ConfigNotFound(ComposeProblem):
+    """The entry's config name is not a config this release (or the recipe checkouts given) ships."""
+
+
 @dataclass
 class Composed:
     resolved: dict[str, Any]  # flat path -> value, interpolations resolved
@@ -38,7 +42,7 @@ def _entry_config(source: ConfigSource, module: str, config_name: str, profile, 
         data.pop("defaults", None)
         return base, data
     if mode is None:
-        raise ComposeProblem(f"{config_name}.yaml of {module} is not in {source.root}")
+        raise ConfigNotFound(f"{config_name}.yaml of {module} is not in {source.root}")
     return profile.base_configs[framework], dict(profile.recipe_overlays[(mode, framework)])
 
 
@@ -46,7 +50,10 @@ def compose(source: ConfigSource, module: str, config_name: str, overrides: Iter
             framework: str, mode: str | None) -> Composed:
     from omegaconf import OmegaConf
 
-    base, entry = _entry_config(source, module, config_name, profile, framework, mode)
+    try:
+        base, entry = _entry_config(source, module, config_name, profile, framework, mode)
+    except KeyError:  # a config name the profile does not declare either (the recipe overlays are per mode)
+        raise ConfigNotFound(f"{config_name}.yaml of {module} is not in {source.root}") from None
     try:
         name = config_name if config_name != base else f"{config_name}_as_entry"  # a config cannot list itself
         cfg = index.compose(source, name, base, entry, list(overrides))

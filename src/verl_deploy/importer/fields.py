@@ -81,7 +81,7 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("max_prompt_length", "max_prompt_length", _int),
     ("max_response_length", "max_response_length", _int),
     ("train_batch_size", "batch_size", _int),
-    ("gen_batch_size", "gen_batch_size", _int),
+    ("gen_batch_size", "gen_batch_size", _when_set(_int)),  # null: verl uses the train batch size
     ("filter_groups_enable", "filter_groups", _bool),
     ("filter_groups_metric", "filter_groups_metric", _or_null(_text)),
     ("max_num_gen_batches", "max_num_gen_batches", _int),
@@ -117,6 +117,29 @@ FIELD_KNOBS: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
     ("recompute_method", "recompute_method", _when_set(_text)),
     ("recompute_num_layers", "recompute_num_layers", _when_set(_int)),
 )
+
+# knobs one mechanism reads besides FIELD_KNOBS: the async trainers' own settings (modes.V1_KEYS and
+# FULLY_ASYNC_KEYS, as compiler.knob_settings sends them) and the V1 separate-async trainer's rollout pool
+_OFF_POLICY = (("max_off_policy", "max_off_policy", _int), ("off_policy_strategy", "off_policy_strategy", _text))
+MECHANISM_KNOBS: dict[str, tuple[tuple[str, str, Callable[[Any], Any]], ...]] = {
+    "colocate-async": (("colocate_warmup", "warmup_batches", _int), *_OFF_POLICY),
+    "separate-async": (("v1_rollout_gpus", "rollout_gpus", _int), ("separate_warmup", "warmup_batches", _int),
+                       ("parameter_sync_step", "parameter_sync_step", _int), *_OFF_POLICY),
+    "fully-async": (("staleness_threshold", "staleness_threshold", _float),
+                    ("trigger_parameter_sync_step", "parameter_sync_step", _int),
+                    ("partial_rollout", "partial_rollout", _bool)),
+}
+
+# FIELD_KNOBS a mechanism's launch sets itself, whatever the field: fully-async sends data.train_batch_size=0 (its
+# rollouter takes no train batch; compiler.knob_settings)
+MECHANISM_SKIPS: dict[str, tuple[str, ...]] = {"fully-async": ("train_batch_size",)}
+
+
+def knobs_for(mechanism: str) -> tuple[tuple[str, str, Callable[[Any], Any]], ...]:
+    """(knob, spec field, converter) that reading a script of this mechanism goes through."""
+    skipped = MECHANISM_SKIPS.get(mechanism, ())
+    return tuple(k for k in FIELD_KNOBS if k[0] not in skipped) + MECHANISM_KNOBS.get(mechanism, ())
+
 
 # knobs whose keys hold paths: compared as paths (one file and a list of that one file are the same)
 PATH_KNOBS = ("train_files", "val_files", "model_path", "default_local_dir")

@@ -42,6 +42,13 @@ class Launch:
         found = [s for s in self.settings if s.key == key]
         return found[-1] if found else None
 
+    def where(self, key: str) -> str | None:
+        """The script line that sets `key` (or a node above it)."""
+        for setting in reversed(self.settings):
+            if setting.key == key or key.startswith(setting.key + "."):
+                return setting.provenance
+        return None
+
 
 class NoLaunch(Exception):
     """The script runs no `python3 -m ENTRY` command."""
@@ -51,26 +58,44 @@ def find_launch(reading: Reading) -> Launch:
     """The script's (last) verl launch; NoLaunch when it has none."""
     launches = [launch for launch in (_launch_of(c, reading) for c in reading.commands) if launch is not None]
     if not launches:
+        why = next((f" ({u.why})" for u in reading.unreadable if "exits at line" in u.why or "the command at" in u.why), "")
         raise NoLaunch(f"{reading.path}: no `python3 -m ENTRY ...` command (nor `ray job submit ... -- python3 -m`) "
-                       "found outside loops and functions")
+                       f"runs on the path the reader follows{why}")
     return launches[-1]
+
+
+# python's own options before `-m` (python3 -u -m ..., python3 -X faulthandler -m ...); -X and -W take a value
+_PYTHON_FLAGS = re.compile(r"-[bBdEhiIOqRsSuvx]+")
+_PYTHON_FLAGS_WITH_VALUE = ("-X", "-W")
+
+
+def _module_flag(texts: list[str], via_ray: bool) -> int | None:
+    """The index of `-m` in `python3 [options] -m ENTRY` (after `--` in `ray job submit ... --`)."""
+    for i, text in enumerate(texts):
+        if not _PYTHON.fullmatch(text) or (via_ray and "--" not in texts[:i]):
+            continue
+        j = i + 1
+        while j < len(texts) and texts[j] != "-m":
+            if texts[j] in _PYTHON_FLAGS_WITH_VALUE:
+                j += 2
+            elif _PYTHON_FLAGS.fullmatch(texts[j]) or texts[j].startswith(("-X", "-W")):
+                j += 1
+            else:
+                break
+        if j + 1 < len(texts) and texts[j] == "-m":
+            return j
+    return None
 
 
 def _launch_of(command: Command, reading: Reading) -> Launch | None:
     words = command.words
     texts = [w.text for w in words]
     via_ray = texts[:3] == ["ray", "job", "submit"]
-    start = None
-    for i, text in enumerate(texts):
-        if _PYTHON.fullmatch(text) and i + 2 < len(texts) and texts[i + 1] == "-m":
-            if via_ray and "--" not in texts[:i]:
-                continue
-            start = i
-            break
-    if start is None:
+    found = _module_flag(texts, via_ray)
+    if found is None:
         return None
-    entry = texts[start + 2]
-    rest = words[start + 3:]
+    entry = texts[found + 1]
+    rest = words[found + 2:]
     config_path = config_name = None
     settings: list[Setting] = []
     unknown: list[Unknown] = []
@@ -94,8 +119,9 @@ def _launch_of(command: Command, reading: Reading) -> Launch | None:
             i += 1
             continue
         if word.unknown:
-            unknown.append(reading.note(f"argument {_short(text)} depends on {word.unknown[0].why}; not imported",
-                                        word.line))
+            listed = text == str(word.unknown[0]) and word.unknown[0] in reading.unreadable  # "$@": said once
+            if not listed:
+                unknown.append(reading.note(f"{_argument(text)} is not imported: {word.unknown[0].why}", word.line))
             i += 1
             continue
         if text.startswith("-"):
@@ -112,6 +138,18 @@ def _launch_of(command: Command, reading: Reading) -> Launch | None:
         settings.append(Setting(parsed.prefix, parsed.key, parsed.value, word.line, text))
         i += 1
     return Launch(entry, config_path, config_name, settings, command.line, via_ray, unknown)
+
+
+def _argument(text: str) -> str:
+    """An argument whose value is not known, by its key (`data.train_files=...`) when it has one."""
+    key, sep, _ = text.partition("=")
+    if sep and "<unknown" not in key and _is_key(key):
+        return f"argument {key}=..."
+    return "an argument" if text.startswith("<unknown") else f"argument {_short(text)}"
+
+
+def _is_key(key: str) -> bool:
+    return bool(re.fullmatch(r"[+~]{0,2}[\w.@/-]+", key))
 
 
 def _short(text: str) -> str:

@@ -226,10 +226,12 @@ DATACLASS_SECTIONS: tuple[str, ...] = (A + "actor", A + "rollout", A + "rollout.
 
 
 # Dict-typed sections where verl accepts keys of its own choosing, even below a `_target_`
-# section (reference verl-keys.md §0): new keys there are fine with `+`.
+# section (reference verl-keys.md §0): new keys there are fine with `+`. FSDP's mixed_precision is
+# `Optional[dict[str, Any]]` in FSDPEngineConfig (verl/workers/config/engine.py, 0.6.1-0.9.1; verl's own
+# Ascend GRPO scripts add +fsdp_config.mixed_precision.param_dtype/reduce_dtype/buffer_dtype).
 OPEN_SECTIONS: tuple[str, ...] = (
     ".override_transformer_config", ".override_ddp_config", "model.override_config", ".engine_kwargs",
-    "reward_kwargs", "ray_kwargs.ray_init", "data.",
+    "reward_kwargs", "ray_kwargs.ray_init", "data.", ".fsdp_config.mixed_precision.",
 )
 
 

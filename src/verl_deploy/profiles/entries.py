@@ -24,6 +24,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("verl.experimental.one_step_off_policy.main_ppo", "one-step-off", "one_step_off_ppo_trainer",
           ("0.7.1", "0.8.0", "0.9.0", "0.9.1")),
     Entry("verl.trainer.main_ppo", None, "ppo_trainer", RELEASES),
+    Entry("verl.experimental.fully_async_policy.fully_async_main", "fully-async", "fully_async_ppo_trainer",
+          ("0.7.1", "0.8.0", "0.9.0", "0.9.1")),
 )
 
 # The reward keys tell the release family apart where the entry does not: 0.7.0 and older read
