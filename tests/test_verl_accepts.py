@@ -239,3 +239,14 @@ def test_the_flag_a_refused_override_names_gives_a_plan_verl_accepts(tmp_path, v
         assert str(key_table(version)[key]) == value, (key, key_table(version)[key])
     verified = verify_plan(prepared.plan, python=str(python_with(tmp_path, site)))
     assert verified.status == "passed", verified.as_dict()
+
+
+@pytest.mark.parametrize("given", ["reward.reward_kwargs.overlong_buffer_cfg.log=True",
+                                   "+reward.reward_kwargs.overlong_buffer_cfg.log=True"])
+def test_a_plain_override_of_a_key_the_launch_adds_is_added_the_same_way(given):
+    """Core DAPO on 0.9.1 adds the overlong buffer's keys with '+' (main_ppo's config lacks them): a user's
+    plain `key=value` for one of them replaces the launch's value and keeps the '+' Hydra needs."""
+    prepared = prepare(flags={"verl_version": "0.9.1", "overrides": [given]}, environ={})
+    assert not errors(prepared.findings), errors(prepared.findings)
+    sent = [o.text() for o in prepared.plan.overrides if o.key == "reward.reward_kwargs.overlong_buffer_cfg.log"]
+    assert sent == ["+reward.reward_kwargs.overlong_buffer_cfg.log=True"]

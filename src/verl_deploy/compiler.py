@@ -370,6 +370,8 @@ def with_user_overrides(overrides: list[Override], texts: list[str]) -> tuple[li
             if replaced.origin != "--override":
                 replaced_by[replaced.origin] = key
         overrides = [o for o in overrides if not any(o is c for c in covered)]
+        if prefix == "" and any(c.key == key and c.prefix == "+" for c in covered):
+            prefix = "+"  # the key is one verl's config lacks and the launch adds: the user's value is added the same way
         overrides.append(Override(key, raw, prefix, None, "--override", raw=raw))
         last_text[key] = text
     return overrides, {knob: last_text[key] for knob, key in replaced_by.items()}
