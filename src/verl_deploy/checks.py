@@ -127,10 +127,10 @@ def check_trainer_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
     world = spec.trainer_devices * spec.nnodes
     model_parallel = spec.train_tp * spec.train_pp * spec.train_cp
     if world % model_parallel:
-        what = "trainer_gpus" if spec.mode in SPLIT_MODES else "devices"
+        what = "--trainer-gpus" if spec.mode in SPLIT_MODES else "--devices"
         return [error("train_tp", f"{world} trainer devices do not divide by TP x PP x CP = "
                       f"{spec.train_tp} x {spec.train_pp} x {spec.train_cp} = {model_parallel}",
-                      f"choose TP/PP/CP whose product divides {world}, or change {what}")]
+                      f"choose --train-tp/--train-pp/--train-cp whose product divides {world}, or change {what}")]
     return []
 
 

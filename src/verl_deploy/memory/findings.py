@@ -33,7 +33,7 @@ def _does_not_fit(estimate) -> Finding:
     what = (f"the {' and the '.join(pools)} pool{'s' if len(pools) > 1 else ''} will not fit: " if pools else
             f"{', '.join(over)} will not fit: ")
     return warning("memory", f"the memory estimate says {what}{_where(estimate, worst)} {_why(estimate, worst)}",
-                   f"{needs} (launch adds the memory features itself; --no-estimate to not)")
+                   f"{needs} (launch adds the memory features itself; `launch --no-estimate` to not)")
 
 
 def _worst_step(estimate) -> Finding | None:
