@@ -267,9 +267,6 @@ def test_the_migration_benchmark_runs_one_script_through_verls_validation(tmp_pa
                   {"VERL_DEPLOY_VERIFY_ENV_DIR": str(root)})
 
 
-@pytest.mark.xfail(strict=True, reason="migrate writes reward.reward_kwargs.* without the `+` main_ppo's config "
-                   "needs, so a 0.7.0 DAPO config moved to 0.9.1's default (DAPO from verl's core) is refused as an "
-                   "unknown key (importer/migrate.py: left for the import helper)")
 def test_migrate_to_core_dapo_keeps_the_plus_main_ppo_needs(tmp_path):
     config = tmp_path / "dapo.yaml"
     config.write_text("verl_version: 0.7.0\ndevice: gpu\noverrides:\n  - reward_model.overlong_buffer.log=True\n")

@@ -63,18 +63,25 @@ def stop_cluster(temp_dir: str) -> None:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def start_head(mode: str = "disabled", token: str | None = None) -> dict:
-    """A Ray head with 8 NPU and a job server, in auth `mode` (token: the token in a 0600 file it is pointed at)."""
+def start_head(mode: str = "disabled", token: str | None = None, tries: int = 3) -> dict:
+    """A Ray head with 8 NPU and a job server, in auth `mode` (token: the token in a 0600 file it is pointed at).
+
+    `ray start` waits a fixed 30 s for its raylet (ray/_private/node.py); on a machine loaded by the rest of the
+    suite that wait can run out, so a head that timed out is stopped and started again (as start_verl.sh does)."""
     import secrets as random_secrets
 
-    temp_dir = tempfile.mkdtemp(prefix="vdr-", dir="/tmp")  # short: Ray's unix sockets live here
     token = token or (random_secrets.token_hex(16) if mode == "token" else None)
-    token_path = write_token(Path(temp_dir) / "cluster-token", token) if token else None
-    gcs, dashboard = free_port(), free_port()
-    started = subprocess.run([RAY_BIN, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
-                              "--dashboard-host=127.0.0.1", "--num-cpus=2", "--resources", '{"NPU": 8}',
-                              f"--temp-dir={temp_dir}", *node_ports(head=True), "--disable-usage-stats"],
-                             capture_output=True, text=True, env=ray_env(mode, token_path), timeout=180)
+    for attempt in range(1, tries + 1):
+        temp_dir = tempfile.mkdtemp(prefix="vdr-", dir="/tmp")  # short: Ray's unix sockets live here
+        token_path = write_token(Path(temp_dir) / "cluster-token", token) if token else None
+        gcs, dashboard = free_port(), free_port()
+        started = subprocess.run([RAY_BIN, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
+                                  "--dashboard-host=127.0.0.1", "--num-cpus=2", "--resources", '{"NPU": 8}',
+                                  f"--temp-dir={temp_dir}", *node_ports(head=True), "--disable-usage-stats"],
+                                 capture_output=True, text=True, env=ray_env(mode, token_path), timeout=180)
+        if started.returncode == 0 or attempt == tries or "timed out during startup" not in started.stderr:
+            break
+        stop_cluster(temp_dir)
     assert started.returncode == 0, started.stderr[-2000:]
     address = f"http://127.0.0.1:{dashboard}"
     from ray.job_submission import JobSubmissionClient
