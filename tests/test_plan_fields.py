@@ -106,8 +106,36 @@ def test_the_async_settings_a_user_gives_are_shown_with_their_sources(tmp_path):
     assert rows["staleness_threshold"].split()[1:] == ["0.5", "file", str(config)]
     assert rows["partial_rollout"].split()[1:] == ["False", "file", str(config)]
     assert "(GRPO)" in shown.stdout.splitlines()[0]
-    core = rows_of(run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "core", env=env).stdout)
-    assert core["dapo_source"].split()[1:] == ["core", "flag", "--dapo-source"]
-    recipe = rows_of(run_cli("plan", "--verl-version", "0.9.1", env=env).stdout)
-    assert recipe["dapo_source"].split()[1:] == ["recipe", "derived"]  # where verl has the choice, it decides
+    recipe = rows_of(run_cli("plan", "--verl-version", "0.9.1", "--dapo-source", "recipe", env=env).stdout)
+    assert recipe["dapo_source"].split()[1:] == ["recipe", "flag", "--dapo-source"]
+    default = run_cli("plan", "--verl-version", "0.9.1", env=env).stdout
+    # where verl has the choice, it decides: DAPO from verl's core, the trainer the command really runs
+    assert rows_of(default)["dapo_source"].split()[1:] == ["core", "derived"]
+    assert "verl.trainer.main_ppo" in default
     assert "dapo_source" not in rows_of(run_cli("plan", env=env).stdout)  # verl 0.7.0: only the recipe
+
+
+@pytest.mark.parametrize("args,unused", [
+    (["--verl-version", "0.9.1"], {"gen_batch_size", "max_num_gen_batches"}),  # core DAPO: the V1 trainer
+    (["--verl-version", "0.9.1", "--mode", "fully-async"], {"gen_batch_size", "filter_groups", "max_num_gen_batches"}),
+    (["--verl-version", "0.9.1", "--dapo-source", "recipe"], set()),  # the recipe generates gen_batch_size rounds
+])
+def test_settings_the_trainer_ignores_are_shown_as_not_used(args, unused):
+    """A derived gen_batch_size of 96 is not what the V1 trainer or fully-async generate per round (both take one
+    prompt at a time): plan --all says so beside the value and plan --json lists it, instead of showing it as in
+    effect."""
+    rows = rows_of(run_cli("plan", "--all", *args).stdout)
+    said = {name for name, row in rows.items() if "not used:" in row}
+    assert said == unused, {name: rows[name] for name in said ^ unused}
+    data = json.loads(run_cli("plan", "--json", *args).stdout)
+    assert set(data["not_used"]) == unused
+
+
+@pytest.mark.parametrize("mode", ["separate-async", "fully-async", "one-step-off"])
+def test_a_split_mode_plans_with_its_own_defaults(mode):
+    """A split mode's trainer has its own 4 devices (seed 000): the default layout is TP 4 x PP 1 there, not the
+    colocated 4 x 2 that 8 devices need."""
+    result = run_cli("plan", "--json", "--verl-version", "0.9.1", "--mode", mode)
+    data = json.loads(result.stdout)
+    assert data["ok"], [f["message"] for f in data["findings"] if f["level"] == "error"]
+    assert data["spec"]["train_pp"] == 1 and data["sources"]["train_pp"] == "derived"

@@ -23,6 +23,7 @@ from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
 from verl_deploy.secrets import mask_secret
+from verl_deploy.profiles import modes
 from verl_deploy.trackers import FILE as TRACKER_FILE, environment as tracker_environment
 from verl_deploy.trackers import file_text as tracker_file_text, tracker_names
 from verl_deploy.watch.handover import HANDOVER  # printed by run_training.sh, read back by the supervisor
@@ -199,7 +200,10 @@ def plan_document(plan: Plan, findings: list[Finding], checked_against: str | No
             "ckpts_dir": spec.effective_ckpts_dir, "mini_batch_size": spec.effective_mini_batch_size,
             "gen_batch_size": spec.effective_gen_batch_size, "token_budget": spec.token_budget,
             "swanlab_on": spec.swanlab_on, "overlong_buffer_len": spec.effective_overlong_buffer_len,
+            "trainer": modes.mechanism(spec), "dapo_source": modes.dapo_source_for(spec) if spec.algorithm == "dapo"
+            and spec.mode == "dapo" else None,
         },
+        "not_used": modes.ignored_settings(spec),  # settings the chosen trainer ignores, and what it does instead
         "features": [s.as_dict() for s in plan.features],
         "mask": plan.mask,
         "overrides": [o.text() for o in plan.overrides],

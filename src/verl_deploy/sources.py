@@ -27,7 +27,7 @@ from verl_deploy.findings import Finding, UserError, error
 from verl_deploy import boundedread
 from verl_deploy.boundedread import UnreadableFile
 from verl_deploy.secrets import key_path, load_swanlab_key
-from verl_deploy.spec import RunSpec, env_vars, field_names, flag_of, how_to_set, parse_hosts
+from verl_deploy.spec import SPLIT_MODES, RunSpec, env_vars, field_names, flag_of, how_to_set, parse_hosts
 
 # The seeds' environment variables (seed 000 table, seed 001 stage 7) and verl scripts' names, as each field
 # declares them (spec.py): variable -> field
@@ -233,8 +233,8 @@ def _derive(merged: Layers, environ: Mapping[str, str]) -> None:
         engine = str(values.get("rollout_engine") or "vllm").strip().lower()
         share, why = rollout_memory_default(device, engine)
         merged.derive("gpu_memory_utilization", share, f"default ({why})")
-    if values.get("mode") == "one-step-off" and "train_pp" not in values:
-        # seed 000 gives one-step-off 4 trainer devices; seed 001's PP 2 (with TP 4) needs 8.
+    if values.get("mode") in SPLIT_MODES and "train_pp" not in values:
+        # seed 000 gives the trainer of a split mode 4 devices; seed 001's PP 2 (with TP 4) needs 8
         merged.derive("train_pp", 1)
 
 

@@ -877,7 +877,9 @@ class RunSpec(BaseModel):
             "overlong_buffer_len": self.effective_overlong_buffer_len,
             "swanlab_log_dir": self.effective_swanlab_log_dir,
             "parameter_sync_step": self.effective_parameter_sync_step,
-            "dapo_source": "recipe",  # profiles/modes.py dapo_source_for: the recipe trainer unless asked
+            # where dapo_source applies (mode and algorithm dapo, verl >= its `since`), profiles/modes.py
+            # dapo_source_for runs DAPO from verl's core unless --dapo-source recipe asks for the recipe
+            "dapo_source": "core",
         }
         return {name: value for name, value in derived.items() if self.applies(name)}
 

@@ -214,6 +214,25 @@ def comparison_findings(spec) -> list[Finding]:
     return found
 
 
+def ignored_settings(spec) -> dict[str, str]:
+    """Settings the chosen trainer does not use, field -> what it does instead: the views show this beside
+    the value, so a derived gen_batch_size of 96 is not read as what verl generates per round."""
+    ignored: dict[str, str] = {}
+    if spec.mode == "fully-async":  # fully_async_rollouter.py asserts data.gen_batch_size == 1
+        ignored["gen_batch_size"] = "fully-async's rollouter takes one prompt at a time (data.gen_batch_size=1)"
+        ignored["filter_groups"] = "verl's fully-async code has no group filtering"
+        ignored["max_num_gen_batches"] = "verl's fully-async code has no group filtering"
+    elif is_v1(spec):  # trainer/ppo/v1/trainer_base.py: one prompt at a time, the replay buffer refills groups
+        ignored["gen_batch_size"] = "the V1 trainer fetches one prompt at a time (data.gen_batch_size=1)"
+        ignored["max_num_gen_batches"] = ("the V1 replay buffer bounds generation with "
+                                          "algorithm.filter_groups.max_inflight_gen_batches instead")
+    elif mechanism(spec) == "ppo" and spec.filter_groups:
+        ignored["filter_groups"] = f"verl {spec.verl_version}'s main_ppo trainer has no dynamic sampling"
+    if not spec.filter_groups:
+        ignored.setdefault("max_num_gen_batches", "dynamic sampling is off (--filter-groups no)")
+    return ignored
+
+
 def option_findings(spec) -> list[Finding]:
     """Settings the chosen trainer ignores or replaces: said, never silently accepted."""
     from verl_deploy.findings import warning

@@ -10,6 +10,7 @@ change recovery made); the superseded fields come from that attempt's plan.json.
 
 from __future__ import annotations
 
+from verl_deploy.profiles.modes import ignored_settings
 from verl_deploy.spec import SECRET_FIELDS, RunSpec
 from verl_deploy.views.spec_rows import SECTIONS, UNSET, shown_value
 
@@ -24,6 +25,7 @@ def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[s
     except Exception:  # noqa: BLE001 - a record from another version: the raw rows below instead
         return []
     sections = []
+    ignored = ignored_settings(spec)
     for title, names in SECTIONS:
         rows = []
         for name in names:
@@ -32,8 +34,8 @@ def config_rows(spec_data: dict, superseded: dict | None = None) -> list[tuple[s
             value, source = shown_value(spec, name, superseded)
             if value in (UNSET, "", "False") and source == "default":
                 continue  # unset and nothing derived from it: not part of this run's configuration
-            if source in ("default", "derived") and not spec.applies(name):
-                continue  # another mode's (release's) setting, left alone
+            if source in ("default", "derived") and (not spec.applies(name) or name in ignored):
+                continue  # another mode's (release's) setting, or one this run's trainer ignores: left alone
             rows.append((name, value, source))
         if rows:
             sections.append((title, rows))

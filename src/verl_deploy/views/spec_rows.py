@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from verl_deploy.profiles.modes import ignored_settings
 from verl_deploy.secrets import mask_secret
 from verl_deploy.spec import DECLARED, RunSpec, listing
 
@@ -50,14 +51,20 @@ def shown_fields(spec: RunSpec, superseded: Mapping[str, str], everything: bool)
     run) plus every one not left at its default: set, detected, or derived to another value (--nodes' head as
     master_addr); what an unset field stands for is shown only where it decides the run."""
     rows = []
+    ignored = ignored_settings(spec)
     for title, names in SECTIONS:
         for name in names:
             value, source = shown_value(spec, name, superseded)
-            applies = spec.applies(name)
+            applies = spec.applies(name) and name not in ignored
             deciding = name in DECIDING and value != UNSET and applies
             if everything or source not in ("default", "derived") or deciding or _changed(spec, name):
-                rows.append((title, name, value, source if applies else f"{source}; {unused_note(name)}"))
+                rows.append((title, name, value, source if applies else f"{source}; {not_used(spec, name, ignored)}"))
     return rows
+
+
+def not_used(spec: RunSpec, name: str, ignored: Mapping[str, str]) -> str:
+    """Why a field means nothing in this run: another mode's or release's setting, or one its trainer ignores."""
+    return unused_note(name) if not spec.applies(name) else f"not used: {ignored[name]}"
 
 
 def _changed(spec: RunSpec, name: str) -> bool:
