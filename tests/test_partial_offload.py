@@ -88,3 +88,14 @@ def test_an_override_a_feature_cannot_say_is_kept_with_a_warning(tmp_path):
     config = tmp_path / "run.yaml"
     refused = run_cli("plan", "--config", str(config), "--override", f"{key}=flash")  # the feature says that one
     assert refused.returncode != 0 and "use --features flash_attn or -flash_attn" in refused.stdout + refused.stderr
+
+
+def test_gradient_offload_on_a_release_without_the_key_is_said_not_shown_as_working(tmp_path):
+    """verl 0.9 has no actor.megatron.grad_offload (its param_offload releases the gradients): the feature sends
+    nothing there, so plan warns and names the feature that does offload, instead of listing it as on and silent."""
+    data = _plan(tmp_path, "--verl-version", "0.9.1", "--features", "grad_offload")
+    said = [f for f in data["findings"] if f["field"] == "features" and "no effect" in f["message"]]
+    assert said and "--features param_offload" in said[0]["fix"], data["findings"]
+    assert not any("grad_offload" in o for o in data["overrides"])
+    quiet = _plan(tmp_path, "--verl-version", "0.7.0", "--features", "grad_offload")
+    assert not [f for f in quiet["findings"] if "no effect" in f["message"]]

@@ -13,6 +13,7 @@ from typing import Any
 
 from verl_deploy import features as feature_registry
 from verl_deploy.devices import PLATFORMS, Platform
+from verl_deploy.findings import Finding, warning
 from verl_deploy.hydra_text import format_value, parse_override
 from verl_deploy.profiles import Profile
 from verl_deploy.profiles import modes
@@ -328,6 +329,29 @@ def compile_plan(spec: RunSpec, profile: Profile) -> Plan:
         overrides=overrides, variables=ordered_vars, env=device_env(spec, platform),
         platform=platform, features=states, feature_findings=feature_findings, superseded=superseded,
     )
+
+
+def without_effect(spec: RunSpec, profile: Profile, states) -> list[Finding]:
+    """A feature the user turned on that sends no key on this release (verl 0.9 dropped Megatron's
+    grad_offload): said, not shown as on while verl never hears of it."""
+    found: list[Finding] = []
+    for state in states:
+        feature = feature_registry.BY_NAME.get(state.name)
+        if feature is None or not state.on or state.why not in ("user", "mask"):
+            continue
+        sent = [k for knob in feature.on for k in _keys_or_none(profile, knob, spec)]
+        if not sent:
+            found.append(warning("features", f"{state.name} has no effect on verl {spec.verl_version} "
+                                 f"({spec.framework}): this release has no key for it",
+                                 f"drop it from --features{'; ' + feature.note if feature.note else ''}"))
+    return found
+
+
+def _keys_or_none(profile: Profile, knob: str, spec: RunSpec) -> tuple:
+    try:
+        return profile.keys_for(knob, spec.framework, spec.device, modes.mechanism(spec))
+    except KeyError:
+        return ()
 
 
 def keyed_overrides(spec: RunSpec, profile: Profile,

@@ -108,7 +108,8 @@ REGISTRY: tuple[Feature, ...] = (
     Feature(
         "grad_offload", "memory", False, "Offload the actor's gradients only (Megatron)",
         on={"grad_offload": True}, off={"grad_offload": False}, frameworks=("megatron",),
-        note="FSDP has no gradient offload; offload includes it",
+        note="FSDP has no gradient offload, and verl 0.9 dropped Megatron's (its param_offload releases the "
+             "gradients too): use --features param_offload there",
     ),
     Feature(
         "ref_offload", "memory", False, "Offload the reference model's parameters to host memory (the actor's stay)",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from verl_deploy.checks import Facts, read_model_facts, run_checks, sort_findings
-from verl_deploy.compiler import Plan, compile_plan
+from verl_deploy.compiler import Plan, compile_plan, without_effect
 from verl_deploy.findings import Finding, has_errors, info
 from verl_deploy.profiles import Profile, profile_for_spec
 from verl_deploy.rules import run_rules
@@ -49,6 +49,7 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     from verl_deploy.override_owners import override_findings
 
     findings += override_findings(plan)  # an override must not take a key away from a field or feature
+    findings += without_effect(spec, profile, plan.features)  # a feature asked for that this release cannot send
     from verl_deploy.trackers import tracker_findings
 
     findings += tracker_findings(spec)  # each --logger tracker: in this release, its environment there
