@@ -13,6 +13,7 @@ import typer
 import yaml
 from conftest import run_cli
 
+from verl_deploy.pipeline import prepare
 from verl_deploy.cli import app
 from verl_deploy.names import PATH_MAX
 from verl_deploy.spec import DECLARED, RunSpec, field_names
@@ -292,3 +293,21 @@ def test_a_field_without_a_flag_has_no_flag_to_name():
         else:
             assert flag_of(name) is None and "--" + name.replace("_", "-") not in said and f"{name}: 1" in said
             assert owner_flag(name) is None or "--" + name.replace("_", "-") not in owner_flag(name)
+
+
+def test_migrate_to_an_unsupported_release_names_its_own_flag(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("verl_version: 0.7.0\n")
+    result = run_cli("migrate", str(config), "--to", "0.5.0", "--output", str(tmp_path / "out.yaml"))
+    said = result.stdout + result.stderr
+    assert result.returncode != 0 and "pass --to with a supported version" in said and "--verl-version" not in said
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_one_bad_tp_is_one_error_and_a_rollout_tp_refusal_names_its_flags():
+    """--train-tp 3 on 8 devices: the derived rollout TP fails for the same reason; one line, not two."""
+    bad = prepare(flags={"train_tp": 3}, environ={})
+    assert [f.field for f in bad.findings if f.level == "error"] == ["train_tp"]
+    rollout = prepare(flags={"train_tp": 4, "train_pp": 2, "gen_tp": 3, "allow_tp_mismatch": True}, environ={})
+    fixes = [f.fix for f in rollout.findings if f.level == "error" and f.field == "gen_tp"]
+    assert fixes and "--gen-tp" in fixes[0] and "--devices" in fixes[0], rollout.findings

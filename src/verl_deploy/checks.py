@@ -138,9 +138,12 @@ def check_rollout_layout(spec: RunSpec, facts: Facts) -> list[Finding]:
     """verl rule 21: rollout devices divide by the rollout TP; seed 001: gen_tp == train_tp."""
     found: list[Finding] = []
     rollout_world = (spec.rollout_gpus if spec.mode in SPLIT_MODES else len(spec.devices)) * spec.nnodes
-    if rollout_world % spec.rollout_tp:
+    derived_from_a_bad_train_tp = spec.gen_tp is None and spec.framework == "megatron" and \
+        (spec.trainer_devices * spec.nnodes) % (spec.train_tp * spec.train_pp * spec.train_cp)
+    if rollout_world % spec.rollout_tp and not derived_from_a_bad_train_tp:  # that one is said once, as train_tp
+        where = "--rollout-gpus" if spec.mode in SPLIT_MODES else "--devices"
         found.append(error("gen_tp", f"{rollout_world} rollout devices do not divide by rollout TP {spec.rollout_tp}",
-                           "choose a rollout TP that divides the rollout device count"))
+                           f"choose a --gen-tp that divides {rollout_world}, or change {where}"))
     if spec.gen_tp is not None and spec.gen_tp != spec.train_tp and spec.framework == "megatron":
         if not spec.allow_tp_mismatch:
             found.append(error("gen_tp", f"rollout TP {spec.gen_tp} differs from training TP {spec.train_tp}",

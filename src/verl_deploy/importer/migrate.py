@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verl_deploy.hydra_text import parse_override
-from verl_deploy.profiles import Profile, profile_for
+from verl_deploy.profiles import SUPPORTED, Profile, profile_for
 from verl_deploy.profiles.moves import ENTRY_MOVES, move_for
 from verl_deploy.spec import DEFAULT_VERL_VERSION
 
@@ -120,7 +120,7 @@ def migrate_values(values: dict[str, Any], to: str, *, locate_source=None, check
     target = to.strip().lstrip("v")
     problem = profile_for(target)
     if not isinstance(problem, Profile):
-        raise MigrateProblem(problem.message, problem.fix)
+        raise MigrateProblem(problem.message, f"pass --to with a supported version ({SUPPORTED})")
     try:
         choice = choose(values, source, target, dapo_source=dapo_source, mode=mode)
     except ChoiceProblem as exc:
