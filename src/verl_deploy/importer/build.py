@@ -66,11 +66,6 @@ class Imported:
     def equivalent(self) -> bool:
         return not self.problem and not self.remaining
 
-    @property
-    def conflicts(self) -> list[composing.Difference]:
-        """Keys the script's config has with another value (or without the launch having them)."""
-        return [d for d in self.remaining if d not in self.additions]
-
     def config_values(self) -> dict[str, Any]:
         values = dict(self.values)
         if self.overrides:

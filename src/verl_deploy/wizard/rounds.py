@@ -43,10 +43,6 @@ MODE_CHOICES = {
 END_ROUND = object()  # an asker's answer that ends its round (SwanLab off: nothing more to ask)
 
 
-class Cancelled(Exception):
-    """Ctrl-C or Ctrl-D at a prompt."""
-
-
 def ask(question: questionary.Question) -> Any:
     answer = question.unsafe_ask()  # raises KeyboardInterrupt/EOFError instead of printing and returning None
     return answer
