@@ -62,6 +62,7 @@ def test_a_failed_run_with_the_key_in_its_60mb_log_gives_a_small_redacted_bundle
     summary = json.loads(made.stdout)
     print(f"bundle of a {log.stat().st_size / 2**20:.0f} MB log: {out.stat().st_size / 1024:.0f} KiB in {seconds:.1f} s")
     assert out.stat().st_size < 3 << 20 and summary["bytes"] == out.stat().st_size
+    assert out.stat().st_mode & 0o777 == 0o600  # for its owner only, though redacted
     assert summary["redactions"] > 0
 
     with tarfile.open(out) as archive:

@@ -118,6 +118,24 @@ def test_evidence_of_a_job_on_a_schedulers_nodes_takes_nothing_of_this_host(tmp_
     assert devices.startswith("not readable from this host") and where in devices and "910B3" not in devices
 
 
+def test_evidence_of_a_ray_job_whose_job_server_does_not_answer_says_so_beside_where_the_stacks_are(tmp_path):
+    """The job server's record is asked over its REST API; a server that does not answer is one problem line naming
+    the job, next to where the stacks are, and no ray-job.json is written."""
+    import socket
+
+    from verl_deploy.backends.handle import Handle
+    from verl_deploy.backends.rayjobs import RayJobsBackend
+
+    with socket.socket() as closed:  # a port nothing listens on once this socket is gone
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    taken = RayJobsBackend(f"http://127.0.0.1:{port}").evidence(
+        Handle(pid=1, job_id="raysubmit_1", address=f"http://127.0.0.1:{port}"), tmp_path, time.monotonic() + 20)
+    assert any(p.startswith("no stack dumps from here") and "raysubmit_1" in p for p in taken.problems)
+    assert any(p.startswith("ray job raysubmit_1: ") for p in taken.problems), taken.problems
+    assert not (tmp_path / "ray-job.json").exists() and taken.dumps == []
+
+
 def _py_spy() -> str | None:
     from verl_deploy.backends.stacks import find_py_spy
 

@@ -90,6 +90,20 @@ def test_a_feature_on_or_turned_off_by_the_user_is_never_a_candidate(tmp_path):
     assert predicted_oom.prevention(spec, OOM_LEN)["feature"] is None
 
 
+def test_a_features_mask_bit_at_0_is_a_choice_never_undone(tmp_path):
+    """A mask given is the user's choice for all seven bits: its 0s are never added, as `--features -NAME` is
+    not; a feature list's name turns its bit back on; a feature without a bit keeps its default (FSDP's gradient
+    checkpointing, on). With no mask and --no-default-features every memory feature is still open."""
+    masked = _spec(tmp_path, mask="1000000")  # remove padding only: dynamic batching, offload, recompute off
+    assert predicted_oom._candidates(masked) == []
+    assert predicted_oom.prevention(masked, OOM_LEN)["feature"] is None
+    assert predicted_oom._candidates(_spec(tmp_path, mask="1010000")) == []  # offload on, the rest off
+    assert predicted_oom._candidates(_spec(tmp_path, "-offload", mask="1110000")) == []  # dynamic batching on
+    assert predicted_oom._candidates(_spec(tmp_path, framework="fsdp", mask="1000000")) == []
+    assert predicted_oom._candidates(_spec(tmp_path, framework="fsdp", no_default_features=True)) == [
+        "dynamic_batch", "offload", "gradient_checkpointing"]
+
+
 def _notices(final: dict, kind: str) -> list[dict]:
     return [n for n in final["notices"] if n["kind"] == kind]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Iterator
 
 
 class UnusableDir(Exception):
@@ -69,17 +70,15 @@ def cache_dir() -> Path:
     return user_dir("VERL_DEPLOY_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Temp file, fsync, rename: a reader sees the old or the new file, never a part; no temp file is left.
-
-    Run records and the small state files a backend's pump keeps (scheduler.json) are written this way.
-    """
-    text = json.dumps(data, indent=2, default=str) + "\n"
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A binary file to write that appears at `path` whole or not at all: a temp file beside it (0600, as mkstemp
+    makes it), fsync, rename; a reader sees the old or the new file, never a part, and no temp file is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -89,3 +88,11 @@ def write_json(path: Path, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    """JSON written with atomic_file: run records and the small state files a backend's pump keeps
+    (scheduler.json)."""
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    with atomic_file(path) as handle:
+        handle.write(text.encode("utf-8"))

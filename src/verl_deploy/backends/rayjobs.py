@@ -134,12 +134,6 @@ class RayJobsBackend(ScheduledBackend):
             return taken
         (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
         return taken
-        try:
-            info = rayauth.get_json(self.address, f"/api/jobs/{handle.job_id}", timeout=15, limit=1 << 20)
-        except (OSError, ValueError, rayauth.AuthError) as exc:
-            return f"ray job {handle.job_id}: {exc}"
-        (folder / "ray-job.json").write_text(json.dumps(info, indent=2) + "\n")
-        return None
 
 
 def _job_env(items: tuple[str, ...]) -> tuple[dict[str, str], list[Finding]]:

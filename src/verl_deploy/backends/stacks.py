@@ -53,7 +53,8 @@ def find_py_spy() -> str | None:
     return shutil.which("py-spy") or shutil.which("py-spy", path=sysconfig.get_path("scripts"))
 
 
-def _safe(name: str) -> str:
+def file_part(name: str) -> str:
+    """`name` as one short file-name component (a process or log name from elsewhere: no slash, no space)."""
     return re.sub(r"[^\w.-]+", "_", name)[:60] or "process"
 
 
@@ -90,7 +91,7 @@ def _dump(argv_prefix: list[str], pid: int, name: str, stacks: Path, ptrace_fix:
     dump = Dump(pid, name)
     result = run([*argv_prefix, "dump", "--nonblocking", "--pid", str(pid)], timeout=DUMP_TIMEOUT)
     if result.ok:
-        path = stacks / f"{pid}-{_safe(name)}.txt"
+        path = stacks / f"{pid}-{file_part(name)}.txt"
         path.write_text(result.stdout)
         dump.file = str(path)
     else:

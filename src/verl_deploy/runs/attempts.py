@@ -14,7 +14,7 @@ from pathlib import Path
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.backends.registry import make_backend
 from verl_deploy.pipeline import Prepared
-from verl_deploy.runs.checkpoints import resume_point, tracked_step
+from verl_deploy.runs.checkpoints import resume_point
 from verl_deploy.runs.handles import write_handle
 from verl_deploy.runs.record import Attempt, RunRecord
 from verl_deploy.spec import RunSpec
@@ -76,11 +76,6 @@ def write_scripts(prepared: Prepared, directory: Path, backend: Backend | None =
     written = write_outputs(prepared.plan, directory, document, force=True, extra=extra)
     if isinstance(written, Finding):
         raise LaunchError(written.line())
-
-
-def last_checkpoint(spec: RunSpec) -> int | None:
-    """The step latest_checkpointed_iteration.txt names in the checkpoint directory."""
-    return tracked_step(spec.effective_ckpts_dir)
 
 
 def with_resume_point(spec: RunSpec, previous: Attempt | None) -> tuple[RunSpec, dict]:

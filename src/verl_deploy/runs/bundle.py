@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import tarfile
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any, Callable
 from verl_deploy import __version__, boundedread
 from verl_deploy.redact import SECRET_FILES, Redactor, configured_patterns, known_values
 from verl_deploy.runs.record import RunRecord
+from verl_deploy.statedir import atomic_file
 
 MAX_SCRIPT = 1 << 20  # a script or plan.json we wrote: tens of KB
 MAX_SMALL = 256 << 10  # supervisor.log tail, one evidence file
@@ -255,20 +254,10 @@ def build_bundle(record: RunRecord, output: Path, *, run_check: bool = True, che
 
 
 def _write_archive(members: dict[str, bytes], output: Path, top: str) -> None:
-    output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.")
-    try:
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as archive:
-            now = time.time()
-            for name, data in members.items():
-                info = tarfile.TarInfo(f"{top}/{name}")
-                info.size, info.mtime, info.mode = len(data), now, 0o644
-                archive.addfile(info, io.BytesIO(data))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, output)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """The tar.gz written whole or not at all, readable by its owner only (statedir.atomic_file)."""
+    with atomic_file(output) as raw, tarfile.open(fileobj=raw, mode="w:gz") as archive:
+        now = time.time()
+        for name, data in members.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime, info.mode = len(data), now, 0o644
+            archive.addfile(info, io.BytesIO(data))

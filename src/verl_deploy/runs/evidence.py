@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -30,7 +29,7 @@ from pathlib import Path
 from verl_deploy.backends.handle import Handle
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.backends.registry import UnknownBackend
-from verl_deploy.backends.stacks import Taken
+from verl_deploy.backends.stacks import Taken, file_part
 from verl_deploy.preflight.commands import run
 from verl_deploy.runs.attempts import backend_for
 
@@ -58,10 +57,6 @@ def _folder(record) -> Path:
     return folder
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", name)[:60] or "process"
-
-
 def _backend(record) -> Backend | None:
     """The run's backend, or None for a record rebuilt without one (then only the logs are taken)."""
     if record.current is None:
@@ -87,7 +82,7 @@ def collect(record, reason: str, *, budget: float = BUDGET) -> Path:
         (folder / "logs" / f"attempt-{attempt.n}.log").write_text(_tail(Path(attempt.log)))
     for path in taken.worker_logs:
         try:
-            (folder / "logs" / _safe(path.name)).write_text(_tail(path, 200))
+            (folder / "logs" / file_part(path.name)).write_text(_tail(path, 200))
         except OSError as exc:
             taken.problems.append(f"{path}: {exc}")
     summary = {

@@ -20,9 +20,10 @@ the next checkpoint (up to save_freq steps), during which the responses keep gro
 sequences of a micro-batch can be longer than the mean.
 
 It never loops: one change per threshold (each attempt's own estimate gives its threshold, and the
-state is kept in the record), never a feature already on or one the user turned off, never with
-dynamic batching whose token budget bounds every micro-batch (the worst step is then the budget, not the
-responses), and only when the estimate says the feature prevents the OOM or moves it later.
+state is kept in the record), never a feature already on or one the user turned off (a feature list's `-NAME`
+or a mask's 0 bit), never with dynamic batching whose token budget bounds every micro-batch (the worst step is
+then the budget, not the responses), and only when the estimate says the feature prevents the OOM or moves it
+later.
 """
 
 from __future__ import annotations
@@ -78,8 +79,10 @@ def outlook(estimate: Any, setup: Any) -> dict:
 
 
 def _candidates(spec: RunSpec) -> list[str]:
-    """Features that could prevent it, in order: dynamic batching, then the OOM ladder's rungs; none already on,
-    none the user turned off (`--features -NAME`)."""
+    """Features that could prevent it, in order: dynamic batching, then the OOM ladder's rungs; only those off by
+    their default (`features.resolve`'s origin "default", which `--no-default-features` leaves too): none on, none
+    that does not apply here, none the user turned off, by `--features -NAME` or by a `--mask` bit (a mask given is
+    a choice for all seven bits)."""
     from verl_deploy import features as registry
 
     states, _ = registry.resolve(framework=spec.framework, device=spec.device, mask=spec.mask,
@@ -89,9 +92,8 @@ def _candidates(spec: RunSpec) -> list[str]:
     found = []
     for name in ("dynamic_batch", *registry.oom_ladder(spec.framework)):
         state = by_name.get(name)
-        if state is None or state.on or state.why in ("n/a", "user"):
-            continue
-        found.append(name)
+        if state is not None and not state.on and state.why == "default":
+            found.append(name)
     return found
 
 
