@@ -80,12 +80,12 @@ EXAMINER: dict[str, tuple[dict, str, str, str, object]] = {
     # -- parallel sizes against the model and the devices ------------------------------------------------------
     # rollout TP 8 on nodes of 6 NPUs: a replica's world (8) must divide by min(gpus_per_node, world) = 6
     "p01-070-rollout-tp-over-node": (
-        {"verl_version": "0.7.0", "framework": "megatron", "device": "npu", "devices": "0-5", "nnodes": 4,
+        {"verl_version": "0.7.0", "framework": "megatron", "device": "npu", "devices": "0-5", "nnodes": 4, "master_addr": "10.0.0.1",
          "train_tp": 2, "train_pp": 1, "gen_tp": 8, "allow_tp_mismatch": True, "batch_size": 24}, "Qwen3-8B",
         "rejects", "verl 0.7.0 verl/workers/rollout/replica.py:101 (world_size must be divisible by gpus_per_node)",
         ("replica_world", {"tp": 8, "gpus_per_node": 6})),
     "p02-070-rollout-tp-inside-node": (
-        {"verl_version": "0.7.0", "framework": "megatron", "device": "npu", "devices": "0-5", "nnodes": 4,
+        {"verl_version": "0.7.0", "framework": "megatron", "device": "npu", "devices": "0-5", "nnodes": 4, "master_addr": "10.0.0.1",
          "train_tp": 2, "train_pp": 1, "gen_tp": 2, "batch_size": 24}, "Qwen3-8B", "runs",
         "verl 0.7.0 verl/workers/rollout/replica.py:101", ("replica_world", {"tp": 2, "gpus_per_node": 6})),
     # context parallel 3 with TP 2 on 8 devices: Megatron's world must divide by TP x PP x CP
