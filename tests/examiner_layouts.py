@@ -282,16 +282,16 @@ EXAMINER: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "max_response_length": 4096,
          "overlong_buffer_len": 6144}, "Qwen3-8B", "rejects",
         "verl 0.9.1 verl/experimental/reward_loop/reward_manager/dapo.py:43",
-        ("dapo_reward_manager", {"max_resp_len": 4096, "buffer_len": 6144})),
+        ("dapo_reward_manager", {"config_yaml": CONFIG})),
     "d04-091-overlong-buffer-equals-response": (
         {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "max_response_length": 4096,
          "overlong_buffer_len": 4096}, "Qwen3-8B", "runs",
         "verl 0.9.1 verl/experimental/reward_loop/reward_manager/dapo.py:43",
-        ("dapo_reward_manager", {"max_resp_len": 4096, "buffer_len": 4096})),
+        ("dapo_reward_manager", {"config_yaml": CONFIG})),
     "d05-070-overlong-buffer-over-response": (
         {"verl_version": "0.7.0", "max_response_length": 2048, "overlong_buffer_len": 4096}, "Qwen3-8B",
         "rejects", "verl 0.7.0 verl/workers/reward_manager/dapo.py:49",
-        ("dapo_reward_manager", {"max_resp_len": 2048, "buffer_len": 4096})),
+        ("dapo_reward_manager", {"config_yaml": CONFIG})),
 
     # -- trackers ------------------------------------------------------------------------------------------------------
     "t01-080-logger-rl-insight": (
