@@ -9,6 +9,10 @@ chunked prefill, vLLM's LoRA rank, colocate-async's parameter_sync_step, the V1 
 0.7.0's unknown resume_mode, the dual-clip bound clip_ratio_c, adaptive/unknown KL controllers, KL type 'full')
 and refused 2 of the 26 that verl runs (mini-batch above the batch with dynamic batching on V1, which pads; the
 'file' tracker). verl's own code ran 49 of the 56 on CPU and gave the written verdict on all 49.
+After the rules the measurement asked for (rules/rollout.py, algorithm.py resume_mode_known / dual_clip_bound /
+kl_controller_known / kl_estimators_known, async_modes.py per-mode parameter_sync_step and v1_inflight_gen_batches,
+batch.py mini_batch_within_batch and the dispatch chunk with balance off, lengths.py 0.6.x chunked prefill, the
+'file' tracker): 56 of 56.
 
 The probes run verl's functions as shipped (some taken out of modules that import vLLM, Ray or TransferQueue
 with `ast`, their code unchanged): validate_config and the config dataclasses on the config the launch composes

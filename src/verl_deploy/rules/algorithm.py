@@ -76,3 +76,81 @@ def recipe_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
     return [error("filter_groups_metric", f"{ctx.key('filter_groups_enable')} with no metric: the DAPO recipe trainer "
                   "looks the metric up by name in each batch and fails at its first step (KeyError: None)",
                   "give --filter-groups-metric (acc, score, seq_reward or seq_final_reward)")]
+
+
+RESUME_MODES = ("auto", "disable", "resume_path")
+
+
+def resume_mode_known(ctx: RuleContext) -> list[Finding]:
+    """_load_checkpoint of the legacy trainer (RayPPOTrainer, the recipes, one-step-off) and of the V1 trainer
+    knows auto, disable and resume_path. Another name falls through: the V1 trainer logs it and fails on an unbound
+    global_step_folder; the legacy one reads the newest checkpoint as `auto` does and, on a fresh run (none yet),
+    fails on None.split. (fully-async's rollouter raises 'Unknown resume_mode' itself: resume_path_is_given.)"""
+    mode = str(ctx.get("resume_mode", "auto"))
+    if mode in RESUME_MODES or ctx.spec.mode == "fully-async":
+        return []
+    return [error("overrides", f"{ctx.key('resume_mode')}={mode}: verl {ctx.spec.verl_version}'s trainer knows only "
+                  f"{', '.join(RESUME_MODES)} and fails when it starts from scratch with another mode",
+                  f"use {ctx.key('resume_mode')}=auto (resume from the newest checkpoint, as verl-deploy does), "
+                  "disable or resume_path")]
+
+
+def dual_clip_bound(ctx: RuleContext) -> list[Finding]:
+    """compute_policy_loss_vanilla (the default policy loss, core_algos.py) asserts clip_ratio_c > 1.0, the lower
+    bound of dual-clip PPO, at the first update."""
+    if str(ctx.get("policy_loss_mode", "vanilla")) != "vanilla":
+        return []
+    bound = ctx.real("clip_ratio_c", 3.0)
+    if bound > 1.0:
+        return []
+    return [error("override", f"{ctx.key('clip_ratio_c')}={bound:g}: verl {ctx.spec.verl_version}'s PPO loss "
+                  "asserts the dual-clip bound clip_ratio_c > 1.0 at the first update",
+                  f"--override {ctx.key('clip_ratio_c')}=3.0 (verl's default; DAPO's scripts use 10.0)")]
+
+
+def kl_controller_known(ctx: RuleContext) -> list[Finding]:
+    """get_kl_controller (core_algos.py), built in the trainer's __init__ when algorithm.use_kl_in_reward is on:
+    type fixed or adaptive (NotImplementedError otherwise), adaptive asserts horizon > 0."""
+    if not ctx.flag("use_kl_in_reward", False):
+        return []
+    kind = str(ctx.get("kl_ctrl_type", "fixed"))
+    if kind not in ("fixed", "adaptive"):
+        return [error("override", f"{ctx.key('kl_ctrl_type')}={kind}: verl {ctx.spec.verl_version}'s "
+                      "get_kl_controller raises NotImplementedError (it knows fixed and adaptive)",
+                      f"--override {ctx.key('kl_ctrl_type')}=fixed (or adaptive with a horizon > 0)")]
+    if kind == "adaptive" and ctx.real("kl_ctrl_horizon", 10000) <= 0:
+        return [error("override", f"{ctx.key('kl_ctrl_horizon')}={ctx.get('kl_ctrl_horizon')}: verl "
+                      f"{ctx.spec.verl_version}'s adaptive KL controller asserts horizon > 0",
+                      f"--override {ctx.key('kl_ctrl_horizon')}=10000 (verl's default)")]
+    return []
+
+
+# kl_penalty_forward (core_algos.py): the estimators it computes ('full' is named there but not implemented)
+KL_ESTIMATORS = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+
+
+def _kl_estimator_problem(name: str, version: tuple[int, int, int]) -> str | None:
+    base = name[:-1] if name.endswith("+") and version >= (0, 8, 0) else name  # 0.8.0+ strips the '+'
+    if base in KL_ESTIMATORS:
+        return None
+    if name.endswith("+"):
+        return "its kl_penalty passes the '+' suffix on only from verl 0.8.0, so it raises NotImplementedError"
+    return "kl_penalty_forward raises NotImplementedError for it"
+
+
+def kl_estimators_known(ctx: RuleContext) -> list[Finding]:
+    """kl_penalty (core_algos.py): the KL loss (actor.use_kl_loss, actor.kl_loss_type) and the in-reward KL
+    (algorithm.use_kl_in_reward, algorithm.kl_penalty) raise NotImplementedError at the first step for an
+    estimator kl_penalty_forward does not compute."""
+    found: list[Finding] = []
+    for switch, knob, default in (("use_kl_loss", "kl_loss_type", "low_var_kl"),
+                                  ("use_kl_in_reward", "kl_in_reward_type", "kl")):
+        if not ctx.flag(switch, False):
+            continue
+        name = str(ctx.get(knob, default))
+        problem = _kl_estimator_problem(name, ctx.version)
+        if problem:
+            plus = ", or a '+' form from 0.8.0" if ctx.version >= (0, 8, 0) else ""
+            found.append(error("override", f"{ctx.key(knob)}={name}: verl {ctx.spec.verl_version}'s {problem}",
+                               f"--override {ctx.key(knob)}=low_var_kl (one of {', '.join(KL_ESTIMATORS)}{plus})"))
+    return found
