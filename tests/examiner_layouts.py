@@ -305,3 +305,49 @@ EXAMINER: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.6.1", "logger": ["console", "neptune"]}, "Qwen3-8B", "rejects",
         "verl 0.6.1 verl/utils/tracking.py:59", ("tracking", {"backends": ["console", "neptune"]})),
 }
+
+
+# Written after the first measurement, from the same reading of verl's registries and config dataclasses (so they
+# prove less than the set above): checks of the same kinds the unseen set may hold, each confirmed by verl's code.
+AFTER: dict[str, tuple[dict, str, str, str, object]] = {
+    "x01-091-fsdp-scheduler-linear": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}optim.lr_scheduler_type=linear"]},
+        "Qwen3-8B", "rejects", "verl 0.9.1 verl/workers/config/optimizer.py:123",
+        ("actor_dataclass", {"config_yaml": CONFIG})),
+    "x02-091-megatron-decay-linear": (
+        {"verl_version": "0.9.1", "framework": "megatron", **GPU8, "overrides": [f"{ACTOR}optim.lr_decay_style=linear"]},
+        "Qwen3-8B", "runs", "verl 0.9.1 verl/workers/config/optimizer.py:128 (McoreOptimizerConfig: Megatron's "
+        "lr_decay_style, no such assert)",
+        ("actor_dataclass", {"config_yaml": CONFIG})),
+    "x03-070-fsdp-warmup-style-linear": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}optim.warmup_style=linear"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/config/optimizer.py:107",
+        ("actor_dataclass", {"config_yaml": CONFIG})),
+    "x04-091-adv-unknown": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "overrides": ["algorithm.adv_estimator=grpo_plus"]},
+        "Qwen3-8B", "rejects", "verl 0.9.1 verl/trainer/ppo/core_algos.py:149",
+        ("adv_estimator", {"config_yaml": CONFIG})),
+    "x05-091-adv-rloo": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "overrides": ["algorithm.adv_estimator=rloo"]},
+        "Qwen3-8B", "runs", "verl 0.9.1 verl/trainer/ppo/core_algos.py:149", ("adv_estimator", {"config_yaml": CONFIG})),
+    "x06-070-adv-gdpo-before-its-release": (
+        {"verl_version": "0.7.0", "overrides": ["algorithm.adv_estimator=gdpo"]}, "Qwen3-8B", "rejects",
+        "verl 0.7.0 verl/trainer/ppo/core_algos.py:146 (gdpo is registered from 0.7.1)",
+        ("adv_estimator", {"config_yaml": CONFIG})),
+    "x07-091-policy-loss-unknown": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}policy_loss.loss_mode=ppo2"]},
+        "Qwen3-8B", "rejects", "verl 0.9.1 verl/trainer/ppo/core_algos.py:82",
+        ("policy_loss_fn", {"config_yaml": CONFIG})),
+    "x08-091-policy-loss-gspo": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}policy_loss.loss_mode=gspo"]},
+        "Qwen3-8B", "runs", "verl 0.9.1 verl/trainer/ppo/core_algos.py:82", ("policy_loss_fn", {"config_yaml": CONFIG})),
+    "x09-070-grpo-kl-k3-plus": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8,
+         "overrides": [f"{ACTOR}kl_loss_type=k3+"]}, "Qwen3-8B", "rejects",
+        "verl 0.7.0 verl/trainer/ppo/core_algos.py:1649 (the '+' is stripped only from 0.8.0)",
+        ("kl_penalty", {"config_yaml": CONFIG})),
+    "x10-080-grpo-kl-k3-plus": (
+        {"verl_version": "0.8.0", "algorithm": "grpo", "framework": "fsdp", **GPU8,
+         "overrides": [f"{ACTOR}kl_loss_type=k3+"]}, "Qwen3-8B", "runs", "verl 0.8.0 verl/trainer/ppo/core_algos.py:2139",
+        ("kl_penalty", {"config_yaml": CONFIG})),
+}

@@ -24,12 +24,13 @@ only, against the cited code (vLLM and the Megatron engine cannot run here).
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import pytest
 
 import realverl
-from examiner_layouts import CONFIG, EXAMINER
+from examiner_layouts import AFTER, CONFIG, EXAMINER
 from test_heldout_layouts import MORE as HELDOUT_PROBES
 from test_layout_rules import MORE_PROBES as LAYOUT_PROBES
 from test_runtime_rules import (PROBE, V1_PAD, composed_yaml, errors, mcore_site, models,  # noqa: F401
@@ -166,6 +167,14 @@ def dapo_reward_manager(config_yaml):
         DAPORewardManager(tokenizer=None, num_examine=0, max_resp_len=config.data.max_response_length,
                           overlong_buffer_cfg=config.reward_model.overlong_buffer)
 
+def adv_estimator(config_yaml):
+    from verl.trainer.ppo.core_algos import get_adv_estimator_fn
+    return get_adv_estimator_fn(composed(config_yaml).algorithm.adv_estimator).__name__
+
+def policy_loss_fn(config_yaml):
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+    return get_policy_loss_fn(composed(config_yaml).actor_rollout_ref.actor.policy_loss.loss_mode).__name__
+
 def tracking(backends):
     os.environ["VERL_FILE_LOGGER_ROOT"] = tempfile.mkdtemp()
     from verl.utils.tracking import Tracking
@@ -185,11 +194,11 @@ def refusals(flags: dict, model) -> list:
         return [f for f in exc.findings if f.level == "error"]
 
 
-def verl_verdicts(models, tmp_path) -> dict[str, bool | None]:
+def verl_verdicts(models, tmp_path, layouts: dict) -> dict[str, bool | None]:
     """case -> does the real code run it (None: not reachable on CPU)."""
     probes: dict[str, dict] = defaultdict(dict)
     verdicts: dict[str, bool | None] = {}
-    for name, (flags, model, _verdict, _where, ground) in EXAMINER.items():
+    for name, (flags, model, _verdict, _where, ground) in layouts.items():
         if ground is None:
             verdicts[name] = None
             continue
@@ -215,7 +224,7 @@ def verl_verdicts(models, tmp_path) -> dict[str, bool | None]:
 
 
 def test_examiner_layouts_are_refused_and_accepted_as_verl_does(models, tmp_path, capsys):
-    verdicts = verl_verdicts(models, tmp_path)
+    verdicts = verl_verdicts(models, tmp_path, EXAMINER)
     rows, agree_plan, reachable, real_agrees = [], 0, 0, 0
     for name, (flags, model, verdict, _where, _ground) in EXAMINER.items():
         refused = refusals(flags, models[model])
@@ -234,3 +243,38 @@ def test_examiner_layouts_are_refused_and_accepted_as_verl_does(models, tmp_path
     wrong = [row for row in rows if (row[1] == "rejects") != (row[2] == "refused") or row[3] not in ("-", row[1])]
     assert not wrong, "\n".join(map(str, wrong))
     assert reachable >= 49 and real_agrees == reachable
+
+
+def _with_override(flags: dict, setting: str) -> dict:
+    key = setting.split("=", 1)[0]
+    kept = [o for o in flags.get("overrides", []) if o.split("=", 1)[0].lstrip("+") != key.lstrip("+")]
+    return {**flags, "overrides": [*kept, setting]}
+
+
+def test_the_override_a_refusal_names_is_one_plan_then_accepts(models):
+    """Every refusal of an examiner layout whose fix is `--override KEY=VALUE`: with that override applied, the
+    refusal is gone (the fix names a value verl takes, not just a different one)."""
+    tried = 0
+    for name, (flags, model, verdict, _where, _ground) in {**EXAMINER, **AFTER}.items():
+        for finding in refusals(flags, models[model]):
+            match = re.search(r"--override (\S+=[^\s,)]+)", finding.fix or "")
+            if not match:
+                continue
+            tried += 1
+            setting = match.group(1)
+            after = [f.line() for f in refusals(_with_override(flags, setting), models[model])]
+            assert finding.line() not in after and not any(setting.split("=")[0] in line for line in after), \
+                (name, setting, after)
+    assert tried >= 10
+
+
+def test_the_layouts_written_after_the_measurement_agree_too(models, tmp_path):
+    """AFTER (examiner_layouts.py): registry names and the FSDP optimizer's scheduler, written after the first
+    measurement; verl's own code runs every one of them here."""
+    verdicts = verl_verdicts(models, tmp_path, AFTER)
+    wrong = []
+    for name, (flags, model, verdict, _where, _ground) in AFTER.items():
+        refused = refusals(flags, models[model])
+        if bool(refused) != (verdict == "rejects") or verdicts[name] != (verdict == "runs"):
+            wrong.append((name, verdict, [f.line() for f in refused][:1], verdicts[name]))
+    assert not wrong, "\n".join(map(str, wrong))

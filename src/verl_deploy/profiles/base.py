@@ -211,6 +211,8 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "kl_ctrl_horizon": keys("algorithm.kl_ctrl.horizon"),
     "kl_in_reward_type": keys("algorithm.kl_penalty"),
     "max_inflight_gen_batches": keys("algorithm.filter_groups.max_inflight_gen_batches"),
+    "lr_scheduler_type@fsdp": keys(A + "actor.optim.lr_scheduler_type"),
+    "warmup_style@fsdp": keys(A + "actor.optim.warmup_style"),
     # trainer
     "use_legacy_worker_impl": keys("trainer.use_legacy_worker_impl"),
     "balance_batch": keys("trainer.balance_batch"),

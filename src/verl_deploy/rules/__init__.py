@@ -122,6 +122,15 @@ RULES: tuple[Rule, ...] = (
         "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:1452 (0.6.0), 1473 (0.6.1), 1649 (0.7.0), 2185 (0.7.1), "
                        "2189 (0.8.0), 2250 (0.9.0), 2251 (0.9.1) kl_penalty_forward raise NotImplementedError",
     }),
+    Rule(algorithm.registered_names, {
+        "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:146 (0.6.0-0.7.0), 149 (0.7.1-0.9.1) get_adv_estimator_fn "
+                       "raise ValueError Unknown advantage estimator; verl/trainer/ppo/core_algos.py:82 get_policy_loss_fn "
+                       "raise ValueError",
+    }),
+    Rule(algorithm.fsdp_lr_scheduler, {
+        "0.6.0-0.9.1": "verl/workers/config/optimizer.py:78-83 (0.6.0), 84-89 (0.6.1), 107-112 (0.7.0), 117-122 "
+                       "(0.7.1), 118-123 (0.8.0-0.9.1) FSDPOptimizerConfig assert warmup_style, lr_scheduler_type",
+    }),
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
                        "raise ValueError use_remove_padding",

@@ -134,7 +134,7 @@ def _kl_estimator_problem(name: str, version: tuple[int, int, int]) -> str | Non
     if base in KL_ESTIMATORS:
         return None
     if name.endswith("+"):
-        return "its kl_penalty passes the '+' suffix on only from verl 0.8.0, so it raises NotImplementedError"
+        return "kl_penalty passes the '+' suffix on to kl_penalty_forward (stripped only from verl 0.8.0), which raises NotImplementedError"
     return "kl_penalty_forward raises NotImplementedError for it"
 
 
@@ -151,6 +151,61 @@ def kl_estimators_known(ctx: RuleContext) -> list[Finding]:
         problem = _kl_estimator_problem(name, ctx.version)
         if problem:
             plus = ", or a '+' form from 0.8.0" if ctx.version >= (0, 8, 0) else ""
-            found.append(error("override", f"{ctx.key(knob)}={name}: verl {ctx.spec.verl_version}'s {problem}",
+            found.append(error("override", f"{ctx.key(knob)}={name}: in verl {ctx.spec.verl_version} {problem}",
                                f"--override {ctx.key(knob)}=low_var_kl (one of {', '.join(KL_ESTIMATORS)}{plus})"))
     return found
+
+
+# the names in verl's registries at each release (core_algos.ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY), read
+# from the installed releases' own modules
+_ADV_06 = ("gae", "gpg", "grpo", "grpo_passk", "grpo_vectorized", "opo", "reinforce_plus_plus",
+           "reinforce_plus_plus_baseline", "remax", "rloo", "rloo_vectorized")
+_ADV_071 = (*_ADV_06, "gdpo", "optimal_token_baseline", "tir_optimal_token_baseline")
+_LOSS_060 = ("clip_cov", "geo_mean", "gpg", "gspo", "kl_cov", "vanilla")
+_LOSS_070 = (*_LOSS_060, "bypass_mode", "cispo", "sapo")
+_LOSS_071 = (*_LOSS_070, "dppo_kl", "dppo_tv")
+
+
+def _adv_estimators(version: tuple[int, int, int]) -> tuple[str, ...]:
+    return _ADV_071 if version >= (0, 7, 1) else _ADV_06
+
+
+def _policy_losses(version: tuple[int, int, int]) -> tuple[str, ...]:
+    if version >= (0, 9, 0):
+        return (*_LOSS_071, "dro")
+    if version >= (0, 7, 1):
+        return _LOSS_071
+    if version >= (0, 7, 0):
+        return _LOSS_070
+    return (*_LOSS_060, "rollout_correction") if version >= (0, 6, 1) else _LOSS_060
+
+
+def registered_names(ctx: RuleContext) -> list[Finding]:
+    """get_adv_estimator_fn and get_policy_loss_fn (core_algos.py) raise ValueError at the first step for a name
+    their release's registry does not hold."""
+    found: list[Finding] = []
+    for knob, names, what, default in (("adv_estimator", _adv_estimators(ctx.version), "advantage estimator", "grpo"),
+                                       ("policy_loss_mode", _policy_losses(ctx.version), "policy loss", "vanilla")):
+        name = str(ctx.get(knob, default))
+        if name not in names:
+            found.append(error("override", f"{ctx.key(knob)}={name}: verl {ctx.spec.verl_version} has no {what} of "
+                               "that name and raises ValueError at the first step",
+                               f"--override {ctx.key(knob)}={default} (verl {ctx.spec.verl_version} has "
+                               f"{', '.join(names)})"))
+    return found
+
+
+FSDP_SCHEDULERS = ("constant", "cosine")
+
+
+def fsdp_lr_scheduler(ctx: RuleContext) -> list[Finding]:
+    """FSDPOptimizerConfig.__post_init__ asserts warmup_style (when set) and lr_scheduler_type are constant or
+    cosine (Megatron's optimizer config takes linear and inverse-square-root as well)."""
+    if ctx.framework != "fsdp":
+        return []
+    for knob in ("warmup_style", "lr_scheduler_type"):
+        value = ctx.get(knob)
+        if value is not None and str(value) not in FSDP_SCHEDULERS:
+            return [error("override", f"{ctx.key(knob)}={value}: verl {ctx.spec.verl_version}'s FSDP optimizer config "
+                          "asserts constant or cosine", f"--override {ctx.key(knob)}=cosine (or constant)")]
+    return []

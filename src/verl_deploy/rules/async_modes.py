@@ -70,8 +70,9 @@ def v1_batch_divides_by_sync_step(ctx: RuleContext) -> list[Finding]:
     step = ctx.number(knob, default)
     if step > 0 and batch % step == 0:
         return []
+    near = max([d for d in range(1, max(1, step) + 1) if batch % d == 0] or [1])  # the nearest divisor below
     fix = ("choose --parameter-sync-step dividing --batch-size" if mode == "separate_async" else
-           f"--override {ctx.key(knob)}=N with N dividing --batch-size {batch} (or drop the --override: 1)")
+           f"--override {ctx.key(knob)}={near} (a divisor of --batch-size {batch}; or drop the --override: 1)")
     return [error("parameter_sync_step" if mode == "separate_async" else "override",
                   f"batch {batch} does not divide by parameter_sync_step {step}: verl {ctx.spec.verl_version}'s V1 "
                   "trainer asserts it at the first step", fix)]

@@ -52,7 +52,9 @@ def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
     per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
     if per_node <= 0 or world <= 0 or world % min(per_node, world) == 0:
         return []
-    fits = [tp for tp in range(1, world) if tp <= per_node and per_node % tp == 0]
+    heads, kv = ctx.facts.num_attention_heads, ctx.facts.num_key_value_heads or ctx.facts.num_attention_heads
+    fits = [tp for tp in range(1, per_node + 1) if per_node % tp == 0 and
+            (heads is None or (heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)))]  # vLLM's own head checks
     return [error("gen_tp", f"rollout TP {world} spans nodes of {per_node} devices without filling them: verl "
                   f"{ctx.spec.verl_version}'s RolloutReplica asserts the replica's world ({world}) divides by the "
                   f"devices per node ({per_node})", f"use a --gen-tp that divides {per_node} (one of {fits}), or a "
