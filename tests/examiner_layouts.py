@@ -350,4 +350,13 @@ AFTER: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.8.0", "algorithm": "grpo", "framework": "fsdp", **GPU8,
          "overrides": [f"{ACTOR}kl_loss_type=k3+"]}, "Qwen3-8B", "runs", "verl 0.8.0 verl/trainer/ppo/core_algos.py:2139",
         ("kl_penalty", {"config_yaml": CONFIG})),
+    # 0.6.x sync rollout: generation batch x n over the rollout's DP groups (8 devices / rollout TP 4 = 2)
+    "x11-061-sync-rollout-chunks": (
+        {"verl_version": "0.6.1", "framework": "fsdp", **GPU8, "batch_size": 8, "mini_batch_size": 8,
+         "gen_batch_size": 15, "n_resp_per_prompt": 3}, "Qwen3-8B", "rejects",
+        "verl 0.6.1 verl/workers/fsdp_workers.py:906 -> verl/protocol.py:882", ("chunk", {"rows": 45, "workers": 2})),
+    "x12-061-sync-rollout-chunks-even": (
+        {"verl_version": "0.6.1", "framework": "fsdp", **GPU8, "batch_size": 8, "mini_batch_size": 8,
+         "gen_batch_size": 12, "n_resp_per_prompt": 3}, "Qwen3-8B", "runs",
+        "verl 0.6.1 verl/workers/fsdp_workers.py:906 -> verl/protocol.py:882", ("chunk", {"rows": 36, "workers": 2})),
 }

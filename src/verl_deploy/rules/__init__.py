@@ -80,6 +80,12 @@ RULES: tuple[Rule, ...] = (
                                             "1111 (0.8.0), 1240 (0.9.0), 1247 (0.9.1) prompts.chunk; "
                                             "verl/protocol.py:886 (0.7.0), 874 (0.7.1), 875 (0.8.0-0.9.0), 872 (0.9.1)",
     }),
+    Rule(batch.sync_rollout_chunks, {
+        "0.6.0-0.6.1 (rollout mode sync)": "verl/workers/fsdp_workers.py:891 (0.6.0), 906 (0.6.1), "
+                                           "verl/workers/megatron_workers.py:657 (0.6.0), 667 (0.6.1) generate_sequences "
+                                           "make_nd_compute_dataproto_dispatch_fn; verl/protocol.py:880-882 "
+                                           "(0.6.0-0.6.1) DataProto.chunk assert",
+    }),
     Rule(batch.engine_worker_batch_settings, {
         "0.8.0-0.9.1 (engine workers)": "verl/workers/engine_workers.py:557-578 (0.8.0), 610-631 (0.9.0), "
                                         "616-637 (0.9.1) assert use_dynamic_bsz == log_prob_use_dynamic_bsz, "

@@ -130,6 +130,24 @@ def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
                   f"--n-resp-per-prompt), or --override {ctx.key('agent_workers')}=N with N dividing {samples}")]
 
 
+def sync_rollout_chunks(ctx: RuleContext) -> list[Finding]:
+    """0.6.x, rollout mode sync (the in-tree DAPO recipe, main_ppo): the trainer repeats the generation batch n
+    times and hands it to the workers' generate_sequences, whose dispatch (make_nd_compute_dataproto_dispatch_fn
+    over the rollout mesh) splits it over the rollout's data-parallel groups (devices / rollout TP) with
+    DataProto.chunk, which asserts an equal split."""
+    if ctx.version >= (0, 7, 0) or str(ctx.get("rollout_mode", "sync")) != "sync" or ctx.spec.mode != "dapo":
+        return []
+    groups = ctx.trainer_world // max(1, ctx.number("rollout_tp", ctx.spec.rollout_tp))
+    samples = ctx.gen_batch * ctx.n
+    if groups <= 0 or samples % groups == 0:
+        return []
+    return [error("gen_batch_size", f"{ctx.gen_batch} prompts x {ctx.n} responses = {samples} do not split evenly "
+                  f"over the {groups} rollout groups (devices / rollout TP): verl {ctx.spec.verl_version}'s "
+                  "generate_sequences dispatch asserts 'only support equal chunk' at the first rollout",
+                  f"make generation batch x responses a multiple of {groups} (--gen-batch-size / --batch-size / "
+                  "--n-resp-per-prompt)")]
+
+
 def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
     """Engine workers' ActorRolloutRefWorker: the actor's use_dynamic_bsz must equal the rollout's
     log_prob_use_dynamic_bsz (which defaults to it), and the token budgets (dynamic) or the micro-batch sizes
