@@ -47,7 +47,13 @@ def test_duplicate_and_out_of_range_devices():
 
 
 def test_batch_rules_from_verl():
-    assert any(f.field == "mini_batch_size" for f in errors({"mini_batch_size": 64}))
+    # a mini-batch above the batch: per release and trainer (a rule since the examiner's layouts: rules/batch.py
+    # mini_batch_within_batch); 0.7.0's Megatron worker asserts, 0.9.1's V1 trainer pads and runs
+    above = prepare_spec(resolve(flags={"mini_batch_size": 64}, environ={}), facts=Facts(), check_verl=False)
+    assert any(f.field == "mini_batch_size" and f.level == "error" for f in above.findings)
+    padded = prepare_spec(resolve(flags={"mini_batch_size": 64, "verl_version": "0.9.1", "framework": "fsdp"},
+                                  environ={}), facts=Facts(), check_verl=False)
+    assert not any(f.field == "mini_batch_size" and f.level == "error" for f in padded.findings)
     # without dynamic batch, batch x n must divide by the minimal batch (FSDP: all devices)
     # (a rule since #24: rules/layout.py validate_config_minimal_batch; it runs in plan, not in run_checks)
     spec = resolve(flags={"framework": "fsdp", "features": "-dynamic_batch", "batch_size": 3, "n_resp_per_prompt": 1,

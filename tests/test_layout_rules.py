@@ -276,18 +276,29 @@ def test_the_minimal_batch_is_not_refused_where_validate_config_does_not_run(mod
     found = errors(planned(flags, models["Qwen3-8B"]), "batch_size")
     assert not any("validate_config" in f.message for f in found)
     assert len(found) == 1 and "20 rows do not split evenly over the 8" in found[0].message, found
-    assert "trainer.balance_batch=False" in found[0].fix
-    off = planned({**flags, "overrides": ["trainer.balance_batch=False"]}, models["Qwen3-8B"])
-    assert errors(off, "batch_size") == []
+    # balance_batch off is no way out on the legacy workers: their dispatch (dispatch_nd_compute_dataproto) splits
+    # the same 20 rows over the 8 DP ranks with DataProto.chunk, which asserts equal chunks (the examiner's layouts)
+    assert "balance_batch" not in found[0].fix
+    off = errors(planned({**flags, "overrides": ["trainer.balance_batch=False"]}, models["Qwen3-8B"]), "batch_size")
+    assert len(off) == 1 and "DataProto.chunk" in off[0].message, off
     script = PROBE.replace("\nresults = {}\n", """
 def balance(items, k):
     from verl.utils.seqlen_balancing import get_seqlen_balanced_partitions
     return get_seqlen_balanced_partitions(list(range(1, items + 1)), k_partitions=k, equal_size=True)
+
+def chunk(rows, k):
+    import torch
+    from verl.protocol import DataProto
+    return len(DataProto.from_dict({"input_ids": torch.zeros(rows, 1)}).chunk(k))
 """ + "\nresults = {}\n")
     outcomes = run_probes(None, "0.7.0", {"20": ["balance", {"items": 20, "k": 8}],
-                                          "16": ["balance", {"items": 16, "k": 8}]}, script)
+                                          "16": ["balance", {"items": 16, "k": 8}],
+                                          "20-chunk": ["chunk", {"rows": 20, "k": 8}],
+                                          "16-chunk": ["chunk", {"rows": 16, "k": 8}]}, script)
     assert not outcomes["20"]["ok"] and "20 % 8 != 0" in outcomes["20"]["error"], outcomes
     assert outcomes["16"]["ok"], outcomes
+    assert not outcomes["20-chunk"]["ok"] and "only support equal chunk" in outcomes["20-chunk"]["error"], outcomes
+    assert outcomes["16-chunk"]["ok"], outcomes
 
 
 MESH = textwrap.dedent('''

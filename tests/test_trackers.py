@@ -45,7 +45,7 @@ def test_an_unknown_tracker_is_one_line_naming_the_ones_there_are(tmp_path):
     result = run_cli("plan", "--logger", "console,neptune", env=env_for(tmp_path))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "neptune is not a tracker verl-deploy sets up (one of: console, wandb, swanlab, mlflow, tensorboard, " \
-           "clearml, vemlp_wandb)" in result.stderr + result.stdout
+           "clearml, vemlp_wandb, file)" in result.stderr + result.stdout
 
 
 def test_a_credential_reaches_the_run_only_through_the_0600_trackers_env(tmp_path):

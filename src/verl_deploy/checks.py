@@ -168,11 +168,8 @@ def check_one_step_off_split(spec: RunSpec, facts: Facts) -> list[Finding]:
 
 def check_batch_sizes(spec: RunSpec, facts: Facts) -> list[Finding]:
     found: list[Finding] = []
-    mini = spec.effective_mini_batch_size
-    if spec.batch_size < mini:  # rule 5
-        found.append(error("mini_batch_size", f"train batch size {spec.batch_size} is smaller than the mini-batch "
-                           f"size {mini}", "make --mini-batch-size at most --batch-size"))
-    # batch % mini and mini x n % DP are per release and worker: verl_deploy.rules (batch.py)
+    # a mini-batch above the batch, batch % mini and mini x n % DP are per release, worker and trainer:
+    # verl_deploy.rules (batch.py mini_batch_within_batch, mini_batch_divides_batch, mini_batch_divides_dp)
     # batch x n over the smallest batch the layout holds: rules/layout.py validate_config_minimal_batch
     found += _small_generation_batch(spec)
     return found

@@ -522,7 +522,7 @@ class RunSpec(BaseModel):
     logger: list[str] = spec_field(
         default_factory=list, flags="--logger", panel="SwanLab", view="Logging", deciding=True,
         follows={"view": "start"},
-        help=("Trackers verl logs to, comma separated: console, wandb, swanlab, mlflow, tensorboard, clearml, "
+        help=("Trackers verl logs to, comma separated: console, wandb, swanlab, mlflow, tensorboard, clearml, file, "
               "vemlp_wandb (default console, + swanlab when on). Credentials come from the environment or "
               "trackers.env, never flags."))
     project_name: str = spec_field(

@@ -201,6 +201,18 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "agent_workers": keys(A + "rollout.agent.num_workers"),
     "max_num_seqs": keys(A + "rollout.max_num_seqs"),
     "calculate_log_probs": keys(A + "rollout.calculate_log_probs"),
+    "rollout_ep": keys(A + "rollout.expert_parallel_size"),
+    "lora_rank": keys(A + "model.lora_rank"),
+    "lora_rank_new": keys(A + "model.lora.rank"),  # 0.9's validate_config reads it first, lora_rank if it is <= 0
+    "lora_merge": keys(A + "model.lora.merge"),
+    # algorithm: the policy loss, the KL controller and the KL estimators
+    "policy_loss_mode": keys(A + "actor.policy_loss.loss_mode"),
+    "kl_ctrl_type": keys("algorithm.kl_ctrl.type"),
+    "kl_ctrl_horizon": keys("algorithm.kl_ctrl.horizon"),
+    "kl_in_reward_type": keys("algorithm.kl_penalty"),
+    "max_inflight_gen_batches": keys("algorithm.filter_groups.max_inflight_gen_batches"),
+    "lr_scheduler_type@fsdp": keys(A + "actor.optim.lr_scheduler_type"),
+    "warmup_style@fsdp": keys(A + "actor.optim.warmup_style"),
     # trainer
     "use_legacy_worker_impl": keys("trainer.use_legacy_worker_impl"),
     "balance_batch": keys("trainer.balance_batch"),

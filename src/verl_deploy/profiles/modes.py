@@ -34,6 +34,10 @@ V1_KEYS = {
     "colocate_warmup": keys("trainer.v1.colocate_async.num_warmup_batches"),
     "separate_warmup": keys("trainer.v1.separate_async.num_warmup_batches"),
     "parameter_sync_step": keys("trainer.v1.separate_async.parameter_sync_step"),
+    # PPOTrainer.__init__ reads trainer.v1.<mode>.parameter_sync_step for every mode, 1 when absent
+    # (verl/trainer/ppo/v1/trainer_base.py:130 at 0.9.1); only separate_async's config has the key
+    "sync_parameter_sync_step": keys("trainer.v1.sync.parameter_sync_step"),
+    "colocate_parameter_sync_step": keys("trainer.v1.colocate_async.parameter_sync_step"),
     "max_off_policy": keys("trainer.v1.sampler.max_off_policy_threshold"),
     "off_policy_strategy": keys("trainer.v1.sampler.max_off_policy_strategy"),
     "v1_rollout_nnodes": keys(A + "rollout.nnodes"),

@@ -16,6 +16,8 @@ console, clearml, trackio, file; 0.9.0 adds rl_insight) and then, per name:
   CLEARML_FILES_HOST, CLEARML_API_ACCESS_KEY, CLEARML_API_SECRET_KEY (or ~/clearml.conf).
 - swanlab: SWANLAB_API_KEY, SWANLAB_LOG_DIR, SWANLAB_MODE (swanlab_env.py has the rest).
 - console: stdout (the `step:N - key:value` lines the watcher reads).
+- file: verl's FileLogger, JSON lines at $VERL_FILE_LOGGER_PATH or
+  $VERL_FILE_LOGGER_ROOT/{project}/{experiment}.jsonl (default root: the working directory).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ COMMON = ("wandb", "mlflow", "swanlab", "vemlp_wandb", "tensorboard", "console",
 # release prefix -> the names its Tracking accepts
 SUPPORTED: dict[str, tuple[str, ...]] = {"0.6": COMMON, "0.7": COMMON, "0.8": COMMON, "0.9": (*COMMON, "rl_insight")}
 # what verl-deploy offers (--logger): the trackers whose environment it knows
-OFFERED = ("console", "wandb", "swanlab", "mlflow", "tensorboard", "clearml", "vemlp_wandb")
+OFFERED = ("console", "wandb", "swanlab", "mlflow", "tensorboard", "clearml", "vemlp_wandb", "file")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,9 @@ TRACKERS: dict[str, Tracker] = {t.name: t for t in (
                            "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"),
             secrets=("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"), link_hint="🏃 View run NAME at: URL"),
     Tracker("tensorboard", env=("TENSORBOARD_DIR",)),
+    # verl's own FileLogger (verl/utils/tracking.py, every supported tag): JSON lines at $VERL_FILE_LOGGER_PATH,
+    # else $VERL_FILE_LOGGER_ROOT (default: the working directory)/project/experiment.jsonl
+    Tracker("file", env=("VERL_FILE_LOGGER_PATH", "VERL_FILE_LOGGER_ROOT")),
     Tracker("clearml", env=("CLEARML_API_HOST", "CLEARML_WEB_HOST", "CLEARML_FILES_HOST", "CLEARML_API_ACCESS_KEY",
                             "CLEARML_API_SECRET_KEY"), secrets=("CLEARML_API_ACCESS_KEY", "CLEARML_API_SECRET_KEY"),
             login="~/clearml.conf on the training node (`clearml-init`)", link_hint="ClearML results page: URL"),

@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
 from verl_deploy.findings import Finding, error, info, warning
-from verl_deploy.rules import algorithm, async_modes, batch, layout, lengths, model
+from verl_deploy.rules import algorithm, async_modes, batch, layout, lengths, model, rollout
 from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
@@ -80,6 +80,12 @@ RULES: tuple[Rule, ...] = (
                                             "1111 (0.8.0), 1240 (0.9.0), 1247 (0.9.1) prompts.chunk; "
                                             "verl/protocol.py:886 (0.7.0), 874 (0.7.1), 875 (0.8.0-0.9.0), 872 (0.9.1)",
     }),
+    Rule(batch.sync_rollout_chunks, {
+        "0.6.0-0.6.1 (rollout mode sync)": "verl/workers/fsdp_workers.py:891 (0.6.0), 906 (0.6.1), "
+                                           "verl/workers/megatron_workers.py:657 (0.6.0), 667 (0.6.1) generate_sequences "
+                                           "make_nd_compute_dataproto_dispatch_fn; verl/protocol.py:880-882 "
+                                           "(0.6.0-0.6.1) DataProto.chunk assert",
+    }),
     Rule(batch.engine_worker_batch_settings, {
         "0.8.0-0.9.1 (engine workers)": "verl/workers/engine_workers.py:557-578 (0.8.0), 610-631 (0.9.0), "
                                         "616-637 (0.9.1) assert use_dynamic_bsz == log_prob_use_dynamic_bsz, "
@@ -101,6 +107,36 @@ RULES: tuple[Rule, ...] = (
                                      "verl/experimental/fully_async_policy/fully_async_rollouter.py:652-663 (0.8.0), "
                                      "695-706 (0.9.0-0.9.1) assert resume_from_path, raise Unknown resume_mode",
     }),
+    Rule(algorithm.resume_mode_known, {
+        "0.6.0-0.9.1 (legacy trainer)": "verl/trainer/ppo/ray_trainer.py:857 (0.6.0), 871 (0.6.1), 1038 (0.7.0), "
+                                        "954 (0.7.1), 1074 (0.8.0), 1083 (0.9.0-0.9.1) global_step_folder.split on "
+                                        "the None an unknown resume_mode leaves on a fresh run",
+        "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:815 (0.9.0), 876 (0.9.1) global_step_folder "
+                            "unbound after logger.exception Unknown resume mode",
+    }),
+    Rule(algorithm.dual_clip_bound, {
+        "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:930 (0.6.0), 933 (0.6.1), 952 (0.7.0), 1322 (0.7.1), "
+                       "1324 (0.8.0), 1331 (0.9.0-0.9.1) compute_policy_loss_vanilla assert clip_ratio_c > 1.0",
+    }),
+    Rule(algorithm.kl_controller_known, {
+        "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:206-209 (0.6.0-0.7.0), 209-212 (0.7.1-0.9.1) "
+                       "get_kl_controller assert horizon > 0, raise NotImplementedError; called from "
+                       "verl/trainer/ppo/ray_trainer.py:340 (0.6.0), 342 (0.6.1), 352 (0.7.0), 303 (0.7.1), "
+                       "365 (0.8.0-0.9.1) and verl/trainer/ppo/v1/trainer_base.py:127 (0.9.1)",
+    }),
+    Rule(algorithm.kl_estimators_known, {
+        "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:1452 (0.6.0), 1473 (0.6.1), 1649 (0.7.0), 2185 (0.7.1), "
+                       "2189 (0.8.0), 2250 (0.9.0), 2251 (0.9.1) kl_penalty_forward raise NotImplementedError",
+    }),
+    Rule(algorithm.registered_names, {
+        "0.6.0-0.9.1": "verl/trainer/ppo/core_algos.py:146 (0.6.0-0.7.0), 149 (0.7.1-0.9.1) get_adv_estimator_fn "
+                       "raise ValueError Unknown advantage estimator; verl/trainer/ppo/core_algos.py:82 get_policy_loss_fn "
+                       "raise ValueError",
+    }),
+    Rule(algorithm.fsdp_lr_scheduler, {
+        "0.6.0-0.9.1": "verl/workers/config/optimizer.py:78-83 (0.6.0), 84-89 (0.6.1), 107-112 (0.7.0), 117-122 "
+                       "(0.7.1), 118-123 (0.8.0-0.9.1) FSDPOptimizerConfig assert warmup_style, lr_scheduler_type",
+    }),
     Rule(algorithm.ulysses_needs_remove_padding, {
         "0.8.0-0.9.1": "verl/workers/engine/fsdp/transformer_impl.py:127 (0.8.0), 129 (0.9.0), 148 (0.9.1) "
                        "raise ValueError use_remove_padding",
@@ -120,7 +156,12 @@ RULES: tuple[Rule, ...] = (
     }),
     Rule(async_modes.v1_batch_divides_by_sync_step, {
         "0.9.0-0.9.1 (V1)": "verl/trainer/ppo/v1/trainer_base.py:511 (0.9.0), 535 (0.9.1) assert train_batch_size % "
-                            "parameter_sync_step == 0",
+                            "parameter_sync_step == 0; parameter_sync_step read per mode at "
+                            "verl/trainer/ppo/v1/trainer_base.py:134 (0.9.0), 130 (0.9.1)",
+    }),
+    Rule(async_modes.v1_inflight_gen_batches, {
+        "0.9.0-0.9.1 (V1 sync replay buffer)": "verl/trainer/ppo/v1/replay_buffer.py:184 (0.9.0), 197 (0.9.1) raise "
+                                               "ValueError max_inflight_gen_batches must be a positive integer",
     }),
     Rule(async_modes.v1_off_policy_bound, {
         "0.9.0-0.9.1 (V1 replay buffer)": "verl/trainer/ppo/v1/replay_buffer.py:159-162 (0.9.0), 166-175 (0.9.1) "
@@ -170,6 +211,13 @@ RULES: tuple[Rule, ...] = (
         "0.6.0-0.9.1": "verl/models/transformers/monkey_patch.py:273-276 (0.6.0-0.6.1), 291-294 (0.7.0), "
                        "333-336 (0.7.1), 338-341 (0.8.0), 340-343 (0.9.0), 343-346 (0.9.1) apply_monkey_patch asserts",
     }),
+    Rule(batch.mini_batch_within_batch, {
+        "0.6.0-0.9.1 where validate_config runs": "verl/workers/config/actor.py:153 (0.6.0-0.6.1), 201 (0.7.0), "
+                                                  "215 (0.7.1), 224 (0.8.0), 229 (0.9.0), 225 (0.9.1) "
+                                                  "ActorConfig.validate raise ValueError",
+        "0.9.0-0.9.1 (V1, runs)": "verl/trainer/ppo/v1/trainer_base.py:1620-1621 (0.9.1) upsample_batch_to_divisible_"
+                                  "size to _get_required_batch_multiple",
+    }),
     Rule(layout.validate_config_minimal_batch, {
         "0.6.0-0.9.1 where validate_config runs": "verl/utils/config.py:110 (0.6.0-0.9.0), 124 (0.9.1) "
                                                   "real_train_batch_size % minimal_bsz",
@@ -200,6 +248,11 @@ RULES: tuple[Rule, ...] = (
                                         "prepare_micro_batches assert total_data_size % micro_batch_size_per_gpu",
     }),
     Rule(batch.balance_batch_splits_evenly, {
+        "0.6.0-0.7.1 (legacy workers, balance_batch off)": "verl/protocol.py:880-882 (0.6.0-0.6.1), 885 (0.7.0), 873 (0.7.1) "
+                                                           "DataProto.chunk assert only support equal chunk, from "
+                                                           "verl/single_controller/base/decorator.py:256 (0.6.0), 259 (0.6.1), "
+                                                           "273 (0.7.0), 249 (0.7.1) "
+                                                           "dispatch_nd_compute_dataproto",
         "0.6.0-0.9.1 (legacy trainer, recipes)": "verl/utils/seqlen_balancing.py:103 (0.6.0), 113 (0.6.1), "
                                                  "147 (0.7.0-0.9.1) karmarkar_karp assert len % k_partitions; "
                                                  "get_seqlen_balanced_partitions called from "
@@ -215,7 +268,28 @@ RULES: tuple[Rule, ...] = (
                                    "init_device_mesh; 159 (0.6.0), 160 (0.6.1), 167 (0.7.0), 174 (0.7.1) "
                                    "create_device_mesh",
     }),
+    Rule(rollout.rollout_expert_parallel_is_tp_times_dp, {
+        "0.6.0-0.9.1": "verl/workers/config/rollout.py:184 (0.6.0), 204 (0.6.1), 239 (0.7.0), 265 (0.7.1), "
+                       "301 (0.8.0), 293 (0.9.0), 295 (0.9.1) RolloutConfig assert expert_parallel_size == "
+                       "tensor_model_parallel_size * data_parallel_size",
+    }),
+    Rule(rollout.rollout_pipeline_parallel_unsupported, {
+        "0.6.0-0.9.1": "verl/workers/config/rollout.py:190 (0.6.0), 210 (0.6.1), 245 (0.7.0), 291 (0.7.1), "
+                       "327 (0.8.0), 319 (0.9.0), 321 (0.9.1) RolloutConfig raise NotImplementedError",
+    }),
+    Rule(rollout.rollout_replica_fits_nodes, {
+        "0.6.0-0.9.1 (async rollout)": "verl/workers/rollout/replica.py:94 (0.6.0), 97 (0.6.1), 101 (0.7.0), "
+                                       "112 (0.7.1), 114 (0.8.0-0.9.1) RolloutReplica assert world_size % "
+                                       "gpus_per_node",
+    }),
+    Rule(rollout.vllm_lora_rank, {
+        "0.6.1-0.9.1": "verl/workers/rollout/vllm_rollout/utils.py:34 (0.6.1-0.7.0), 82 (0.7.1), 83 (0.8.0), "
+                       "96 (0.9.0), 98 (0.9.1) get_vllm_max_lora_rank raise ValueError; called from "
+                       "verl/utils/config.py:200 (0.7.1-0.9.0), 215 (0.9.1)",
+    }),
     Rule(lengths.rollout_batched_tokens_fit, {
+        "0.6.0-0.6.1 (mode sync, chunked prefill on)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:162 "
+                                                       "(0.6.0), 198 (0.6.1) raise ValueError Enable chunked prefill",
         "vLLM": "vllm/config/scheduler.py SchedulerConfig.verify_max_model_len (earlier releases: "
                 "SchedulerConfig._verify_args): raise ValueError max_num_batched_tokens < max_num_seqs; "
                 "max_num_batched_tokens < max_model_len and not enable_chunked_prefill",

@@ -76,3 +76,136 @@ def recipe_filter_groups_metric(ctx: RuleContext) -> list[Finding]:
     return [error("filter_groups_metric", f"{ctx.key('filter_groups_enable')} with no metric: the DAPO recipe trainer "
                   "looks the metric up by name in each batch and fails at its first step (KeyError: None)",
                   "give --filter-groups-metric (acc, score, seq_reward or seq_final_reward)")]
+
+
+RESUME_MODES = ("auto", "disable", "resume_path")
+
+
+def resume_mode_known(ctx: RuleContext) -> list[Finding]:
+    """_load_checkpoint of the legacy trainer (RayPPOTrainer, the recipes, one-step-off) and of the V1 trainer
+    knows auto, disable and resume_path. Another name falls through: the V1 trainer logs it and fails on an unbound
+    global_step_folder; the legacy one reads the newest checkpoint as `auto` does and, on a fresh run (none yet),
+    fails on None.split. (fully-async's rollouter raises 'Unknown resume_mode' itself: resume_path_is_given.)"""
+    mode = str(ctx.get("resume_mode", "auto"))
+    if mode in RESUME_MODES or ctx.spec.mode == "fully-async":
+        return []
+    return [error("overrides", f"{ctx.key('resume_mode')}={mode}: verl {ctx.spec.verl_version}'s trainer knows only "
+                  f"{', '.join(RESUME_MODES)} and fails when it starts from scratch with another mode",
+                  f"use {ctx.key('resume_mode')}=auto (resume from the newest checkpoint, as verl-deploy does), "
+                  "disable or resume_path")]
+
+
+def dual_clip_bound(ctx: RuleContext) -> list[Finding]:
+    """compute_policy_loss_vanilla (the default policy loss, core_algos.py) asserts clip_ratio_c > 1.0, the lower
+    bound of dual-clip PPO, at the first update."""
+    if str(ctx.get("policy_loss_mode", "vanilla")) != "vanilla":
+        return []
+    bound = ctx.real("clip_ratio_c", 3.0)
+    if bound > 1.0:
+        return []
+    return [error("override", f"{ctx.key('clip_ratio_c')}={bound:g}: verl {ctx.spec.verl_version}'s PPO loss "
+                  "asserts the dual-clip bound clip_ratio_c > 1.0 at the first update",
+                  f"--override {ctx.key('clip_ratio_c')}=3.0 (verl's default; DAPO's scripts use 10.0)")]
+
+
+def kl_controller_known(ctx: RuleContext) -> list[Finding]:
+    """get_kl_controller (core_algos.py), built in the trainer's __init__ when algorithm.use_kl_in_reward is on:
+    type fixed or adaptive (NotImplementedError otherwise), adaptive asserts horizon > 0."""
+    if not ctx.flag("use_kl_in_reward", False):
+        return []
+    kind = str(ctx.get("kl_ctrl_type", "fixed"))
+    if kind not in ("fixed", "adaptive"):
+        return [error("override", f"{ctx.key('kl_ctrl_type')}={kind}: verl {ctx.spec.verl_version}'s "
+                      "get_kl_controller raises NotImplementedError (it knows fixed and adaptive)",
+                      f"--override {ctx.key('kl_ctrl_type')}=fixed (or adaptive with a horizon > 0)")]
+    if kind == "adaptive" and ctx.real("kl_ctrl_horizon", 10000) <= 0:
+        return [error("override", f"{ctx.key('kl_ctrl_horizon')}={ctx.get('kl_ctrl_horizon')}: verl "
+                      f"{ctx.spec.verl_version}'s adaptive KL controller asserts horizon > 0",
+                      f"--override {ctx.key('kl_ctrl_horizon')}=10000 (verl's default)")]
+    return []
+
+
+# kl_penalty_forward (core_algos.py): the estimators it computes ('full' is named there but not implemented)
+KL_ESTIMATORS = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
+
+
+def _kl_estimator_problem(name: str, version: tuple[int, int, int]) -> str | None:
+    base = name[:-1] if name.endswith("+") and version >= (0, 8, 0) else name  # 0.8.0+ strips the '+'
+    if base in KL_ESTIMATORS:
+        return None
+    if name.endswith("+"):
+        return "kl_penalty passes the '+' suffix on to kl_penalty_forward (stripped only from verl 0.8.0), which raises NotImplementedError"
+    return "kl_penalty_forward raises NotImplementedError for it"
+
+
+def kl_estimators_known(ctx: RuleContext) -> list[Finding]:
+    """kl_penalty (core_algos.py): the KL loss (actor.use_kl_loss, actor.kl_loss_type) and the in-reward KL
+    (algorithm.use_kl_in_reward, algorithm.kl_penalty) raise NotImplementedError at the first step for an
+    estimator kl_penalty_forward does not compute."""
+    found: list[Finding] = []
+    for switch, knob, default in (("use_kl_loss", "kl_loss_type", "low_var_kl"),
+                                  ("use_kl_in_reward", "kl_in_reward_type", "kl")):
+        if not ctx.flag(switch, False):
+            continue
+        name = str(ctx.get(knob, default))
+        problem = _kl_estimator_problem(name, ctx.version)
+        if problem:
+            plus = ", or a '+' form from 0.8.0" if ctx.version >= (0, 8, 0) else ""
+            found.append(error("override", f"{ctx.key(knob)}={name}: in verl {ctx.spec.verl_version} {problem}",
+                               f"--override {ctx.key(knob)}=low_var_kl (one of {', '.join(KL_ESTIMATORS)}{plus})"))
+    return found
+
+
+# the names in verl's registries at each release (core_algos.ADV_ESTIMATOR_REGISTRY, POLICY_LOSS_REGISTRY), read
+# from the installed releases' own modules
+_ADV_06 = ("gae", "gpg", "grpo", "grpo_passk", "grpo_vectorized", "opo", "reinforce_plus_plus",
+           "reinforce_plus_plus_baseline", "remax", "rloo", "rloo_vectorized")
+_ADV_071 = (*_ADV_06, "gdpo", "optimal_token_baseline", "tir_optimal_token_baseline")
+_LOSS_060 = ("clip_cov", "geo_mean", "gpg", "gspo", "kl_cov", "vanilla")
+_LOSS_070 = (*_LOSS_060, "bypass_mode", "cispo", "sapo")
+_LOSS_071 = (*_LOSS_070, "dppo_kl", "dppo_tv")
+
+
+def _adv_estimators(version: tuple[int, int, int]) -> tuple[str, ...]:
+    return _ADV_071 if version >= (0, 7, 1) else _ADV_06
+
+
+def _policy_losses(version: tuple[int, int, int]) -> tuple[str, ...]:
+    if version >= (0, 9, 0):
+        return (*_LOSS_071, "dro")
+    if version >= (0, 7, 1):
+        return _LOSS_071
+    if version >= (0, 7, 0):
+        return _LOSS_070
+    return (*_LOSS_060, "rollout_correction") if version >= (0, 6, 1) else _LOSS_060
+
+
+def registered_names(ctx: RuleContext) -> list[Finding]:
+    """get_adv_estimator_fn and get_policy_loss_fn (core_algos.py) raise ValueError at the first step for a name
+    their release's registry does not hold."""
+    found: list[Finding] = []
+    for knob, names, what, default in (("adv_estimator", _adv_estimators(ctx.version), "advantage estimator", "grpo"),
+                                       ("policy_loss_mode", _policy_losses(ctx.version), "policy loss", "vanilla")):
+        name = str(ctx.get(knob, default))
+        if name not in names:
+            found.append(error("override", f"{ctx.key(knob)}={name}: verl {ctx.spec.verl_version} has no {what} of "
+                               "that name and raises ValueError at the first step",
+                               f"--override {ctx.key(knob)}={default} (verl {ctx.spec.verl_version} has "
+                               f"{', '.join(names)})"))
+    return found
+
+
+FSDP_SCHEDULERS = ("constant", "cosine")
+
+
+def fsdp_lr_scheduler(ctx: RuleContext) -> list[Finding]:
+    """FSDPOptimizerConfig.__post_init__ asserts warmup_style (when set) and lr_scheduler_type are constant or
+    cosine (Megatron's optimizer config takes linear and inverse-square-root as well)."""
+    if ctx.framework != "fsdp":
+        return []
+    for knob in ("warmup_style", "lr_scheduler_type"):
+        value = ctx.get(knob)
+        if value is not None and str(value) not in FSDP_SCHEDULERS:
+            return [error("override", f"{ctx.key(knob)}={value}: verl {ctx.spec.verl_version}'s FSDP optimizer config "
+                          "asserts constant or cosine", f"--override {ctx.key(knob)}=cosine (or constant)")]
+    return []

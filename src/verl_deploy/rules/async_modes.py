@@ -53,18 +53,43 @@ def separate_async_rollout_pool(ctx: RuleContext) -> list[Finding]:
     return found
 
 
+# the key PPOTrainer.__init__ reads parameter_sync_step from in each V1 mode (trainer.v1.<mode>.parameter_sync_step,
+# 1 when absent; only separate_async's config has it, 4)
+_SYNC_STEP = {"sync": ("sync_parameter_sync_step", 1), "colocate_async": ("colocate_parameter_sync_step", 1),
+              "separate_async": ("parameter_sync_step", 4)}
+
+
 def v1_batch_divides_by_sync_step(ctx: RuleContext) -> list[Finding]:
-    """PPOTrainer.step (V1): train_batch_size % parameter_sync_step == 0, asserted at every step."""
+    """PPOTrainer.step (V1): train_batch_size % parameter_sync_step == 0, asserted at every step, in every mode
+    (PPOTrainer.__init__ reads the mode's own parameter_sync_step)."""
     mode = _v1_mode(ctx)
-    if mode is None or mode != "separate_async":  # other modes read parameter_sync_step as 1
+    if mode not in _SYNC_STEP:
         return []
+    knob, default = _SYNC_STEP[mode]
     batch = ctx.batch
-    step = ctx.number("parameter_sync_step", 4)
+    step = ctx.number(knob, default)
     if step > 0 and batch % step == 0:
         return []
-    return [error("parameter_sync_step", f"batch {batch} does not divide by parameter_sync_step {step}: verl "
-                  f"{ctx.spec.verl_version}'s V1 trainer asserts it at the first step",
-                  "choose --parameter-sync-step dividing --batch-size")]
+    near = max([d for d in range(1, max(1, step) + 1) if batch % d == 0] or [1])  # the nearest divisor below
+    fix = ("choose --parameter-sync-step dividing --batch-size" if mode == "separate_async" else
+           f"--override {ctx.key(knob)}={near} (a divisor of --batch-size {batch}; or drop the --override: 1)")
+    return [error("parameter_sync_step" if mode == "separate_async" else "override",
+                  f"batch {batch} does not divide by parameter_sync_step {step}: verl {ctx.spec.verl_version}'s V1 "
+                  "trainer asserts it at the first step", fix)]
+
+
+def v1_inflight_gen_batches(ctx: RuleContext) -> list[Finding]:
+    """ReplayBuffer._validate_mode_config (V1 sync mode, DAPO's group filtering on): max_inflight_gen_batches must
+    be a positive integer. The async modes' buffer (ReplayBufferAsync) does not check it; without filtering the
+    trainer passes 1."""
+    if _v1_mode(ctx) != "sync" or not ctx.flag("filter_groups_enable", False) or not ctx.get("filter_groups_metric"):
+        return []
+    bound = ctx.get("max_inflight_gen_batches", 1)
+    if isinstance(bound, int) and not isinstance(bound, bool) and bound > 0:
+        return []
+    return [error("override", f"{ctx.key('max_inflight_gen_batches')}={bound!r}: verl {ctx.spec.verl_version}'s "
+                  "replay buffer raises 'max_inflight_gen_batches must be a positive integer' with group filtering on",
+                  f"--override {ctx.key('max_inflight_gen_batches')}=1 (verl's default) or more")]
 
 
 def v1_off_policy_bound(ctx: RuleContext) -> list[Finding]:

@@ -31,6 +31,35 @@ def mini_batch_divides_batch(ctx: RuleContext) -> list[Finding]:
     return []
 
 
+def mini_batch_within_batch(ctx: RuleContext) -> list[Finding]:
+    """A mini-batch above the step's batch. With fixed micro-batches, ActorConfig.validate (from validate_config)
+    raises 'train_batch_size must be >= ppo_mini_batch_size'; the engine workers' make_iterator asserts the rows
+    divide by the mini-batch; the legacy Megatron worker's iterator asserts the same (legacy_megatron_mini_batch).
+    The V1 trainer pads the step to a multiple of mini x n and trains one mini-batch; the legacy FSDP actor
+    trains the whole batch as one smaller mini-batch."""
+    batch, mini = ctx.step_batch, ctx.mini
+    if batch >= mini or ctx.spec.mode == "fully-async":  # fully-async trains require_batches x mini (no batch)
+        return []
+    fix = f"make --mini-batch-size at most {batch} (the batch size)"
+    if ctx.validate_config_runs and not ctx.dynamic:
+        return [error("mini_batch_size", f"batch {ctx.batch} is smaller than the mini-batch {mini}: verl "
+                      f"{ctx.spec.verl_version}'s ActorConfig.validate raises 'train_batch_size must be >= "
+                      "ppo_mini_batch_size' with fixed micro-batches", fix)]
+    if ctx.v1:
+        padding = ctx.step_rows - batch * ctx.n
+        return [warning("mini_batch_size", f"batch {batch} is smaller than the mini-batch {mini}: verl "
+                        f"{ctx.spec.verl_version}'s V1 trainer pads each step with {padding} no-op samples up to one "
+                        "mini-batch (they train nothing and cost their compute)", fix)]
+    if ctx.engine_workers:
+        return [error("mini_batch_size", f"batch {batch} is smaller than the mini-batch {mini}: verl "
+                      f"{ctx.spec.verl_version}'s engine workers assert the batch divides into mini-batches "
+                      "(tensordict_utils.make_iterator)", fix)]
+    if ctx.framework == "fsdp":
+        return [warning("mini_batch_size", f"batch {batch} is smaller than the mini-batch {mini}: each step trains "
+                        f"as one mini-batch of {batch} prompts", fix)]
+    return []  # legacy Megatron: legacy_megatron_mini_batch
+
+
 def legacy_megatron_mini_batch(ctx: RuleContext) -> list[Finding]:
     """Legacy Megatron worker (0.6.0-0.7.1 outside one-step-off 0.7.1): ppo_mini_batch_size *= n; //= dp (floor),
     then DataProto.make_iterator asserts (batch x n / dp) % that == 0, or divides by zero when it is 0."""
@@ -99,6 +128,24 @@ def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
                   "'only support equal chunk' at the first rollout",
                   f"make generation batch x responses a multiple of {workers} (--gen-batch-size / --batch-size / "
                   f"--n-resp-per-prompt), or --override {ctx.key('agent_workers')}=N with N dividing {samples}")]
+
+
+def sync_rollout_chunks(ctx: RuleContext) -> list[Finding]:
+    """0.6.x, rollout mode sync (the in-tree DAPO recipe, main_ppo): the trainer repeats the generation batch n
+    times and hands it to the workers' generate_sequences, whose dispatch (make_nd_compute_dataproto_dispatch_fn
+    over the rollout mesh) splits it over the rollout's data-parallel groups (devices / rollout TP) with
+    DataProto.chunk, which asserts an equal split."""
+    if ctx.version >= (0, 7, 0) or str(ctx.get("rollout_mode", "sync")) != "sync" or ctx.spec.mode != "dapo":
+        return []
+    groups = ctx.trainer_world // max(1, ctx.number("rollout_tp", ctx.spec.rollout_tp))
+    samples = ctx.gen_batch * ctx.n
+    if groups <= 0 or samples % groups == 0:
+        return []
+    return [error("gen_batch_size", f"{ctx.gen_batch} prompts x {ctx.n} responses = {samples} do not split evenly "
+                  f"over the {groups} rollout groups (devices / rollout TP): verl {ctx.spec.verl_version}'s "
+                  "generate_sequences dispatch asserts 'only support equal chunk' at the first rollout",
+                  f"make generation batch x responses a multiple of {groups} (--gen-batch-size / --batch-size / "
+                  "--n-resp-per-prompt)")]
 
 
 def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
@@ -186,20 +233,39 @@ def balance_batch_splits_evenly(ctx: RuleContext) -> list[Finding]:
     """trainer.balance_batch (on by default) in the legacy RayPPOTrainer and the recipes' trainers: _balance_batch
     splits the step's batch x n rows into equal partitions with seqlen_balancing.get_seqlen_balanced_partitions,
     which asserts the rows divide by the partition count (the actor's DP size; 0.6.x: the worker group's whole
-    world size). validate_config checks the same only with fixed micro-batches; the V1 trainer pads instead."""
-    if ctx.v1 or ctx.spec.mode == "fully-async" or not ctx.flag("balance_batch", True):
+    world size). validate_config checks the same only with fixed micro-batches; the V1 trainer pads instead.
+    With balance_batch off, the legacy workers (0.6.x-0.7.x) still split the rows with DataProto.chunk when they
+    dispatch them (FSDP: over every worker, Megatron: over DP), which asserts equal chunks (no auto-padding there)."""
+    if ctx.v1 or ctx.spec.mode == "fully-async":
         return []
     if ctx.spec.mode == "one-step-off" and ctx.version >= (0, 7, 1):  # its trainer has no _balance_batch call
         return []
     if ctx.validate_config_runs and not ctx.dynamic and (ctx.framework == "fsdp" or ctx.version >= (0, 7, 0)):
         return []  # validate_config's minimal batch (a multiple of these partitions) is refused first
+    if not ctx.flag("balance_batch", True):
+        return _dispatch_chunks_evenly(ctx)
     rows = ctx.step_batch * ctx.n
     parts = ctx.trainer_world if ctx.version < (0, 7, 0) else ctx.dp
     if parts <= 0 or rows % parts == 0:
         return []
     what = "devices" if ctx.version < (0, 7, 0) else "data-parallel ranks"
+    off = "" if not ctx.engine_workers else f", or --override {ctx.key('balance_batch')}=False"
     return [error("batch_size", f"batch {ctx.step_batch} x {ctx.n} responses = {rows} rows do not split evenly over "
                   f"the {parts} {what}: verl {ctx.spec.verl_version}'s trainer balances each step's batch over them "
                   "(trainer.balance_batch) and asserts it",
-                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}, or --override "
-                  f"{ctx.key('balance_batch')}=False")]
+                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}{off}")]
+
+
+def _dispatch_chunks_evenly(ctx: RuleContext) -> list[Finding]:
+    """The legacy workers' update_actor / compute_log_prob dispatch (make_nd_compute_dataproto_dispatch_fn over the
+    actor's mesh) chunks the step's rows over its data-parallel ranks with _split_args_kwargs_data_proto: no
+    auto-padding there, so DataProto.chunk asserts equal chunks."""
+    if ctx.engine_workers:
+        return []
+    rows, parts = ctx.step_batch * ctx.n, ctx.dp
+    if parts <= 0 or rows % parts == 0:
+        return []
+    return [error("batch_size", f"batch {ctx.step_batch} x {ctx.n} responses = {rows} rows do not split evenly over "
+                  f"the {parts} data-parallel ranks: verl {ctx.spec.verl_version}'s workers split each step's rows with "
+                  "DataProto.chunk, which asserts 'only support equal chunk'",
+                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}")]

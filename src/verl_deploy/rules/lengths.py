@@ -97,7 +97,7 @@ def rollout_batched_tokens_fit(ctx: RuleContext) -> list[Finding]:
                       f"--override {ctx.key('max_num_seqs')}={tokens} (or raise --max-prompt-length + "
                       f"--max-response-length to {seqs} or more)")]
     if ctx.flag("chunked_prefill", False):
-        return []
+        return _sync_rollout_chunked_prefill(ctx, tokens)
     model_len, source = _vllm_max_model_len(ctx)
     if model_len is None or tokens >= model_len:
         return []
@@ -110,3 +110,18 @@ def rollout_batched_tokens_fit(ctx: RuleContext) -> list[Finding]:
     return [error("override" if ctx.from_override("max_num_batched_tokens") else "max_response_length",
                   f"rollout max_num_batched_tokens {tokens} is below {source} {model_len} with chunked prefill off: "
                   "vLLM raises 'max_num_batched_tokens is smaller than max_model_len' when the rollout starts", fix)]
+
+
+def _sync_rollout_chunked_prefill(ctx: RuleContext, tokens: int) -> list[Finding]:
+    """0.6.x's sync vLLM rollout (vllm_rollout_spmd) raises the other way round: max_num_batched_tokens below
+    max_model_len *with* chunked prefill on ('Enable chunked prefill, max_num_batched_tokens is smaller than
+    max_model_len'); vLLM refuses the same pair with it off, so only a budget >= max_model_len starts."""
+    if ctx.version >= (0, 7, 0) or str(ctx.get("rollout_mode", "sync")) != "sync":
+        return []
+    model_len, source = _vllm_max_model_len(ctx)
+    if model_len is None or tokens >= model_len:
+        return []
+    return [error("override" if ctx.from_override("max_num_batched_tokens") else "max_response_length",
+                  f"rollout max_num_batched_tokens {tokens} is below {source} {model_len} with chunked prefill on: "
+                  f"verl {ctx.spec.verl_version}'s vLLM rollout raises 'Enable chunked prefill, max_num_batched_tokens "
+                  "is smaller than max_model_len'", f"--override {ctx.key('max_num_batched_tokens')}={model_len}")]

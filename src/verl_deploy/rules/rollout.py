@@ -1,0 +1,78 @@
+"""Rollout-engine settings verl checks when it builds the rollout: the RolloutConfig dataclass, the rollout
+replicas it places on the nodes, and the vLLM engine arguments it derives (LoRA rank)."""
+
+from __future__ import annotations
+
+from verl_deploy.findings import Finding, error
+from verl_deploy.rules.context import RuleContext
+
+# verl/workers/rollout/vllm_rollout/utils.py get_vllm_max_lora_rank: the ranks vLLM's LoRA kernels take
+# (a literal list on 0.6.x/0.7.0, vLLM's MaxLoRARanks from 0.7.1; 512 is the largest in both)
+VLLM_MAX_LORA_RANK = 512
+
+
+def _rollout_tp(ctx: RuleContext) -> int:
+    return ctx.number("rollout_tp", ctx.spec.rollout_tp)
+
+
+def rollout_expert_parallel_is_tp_times_dp(ctx: RuleContext) -> list[Finding]:
+    """RolloutConfig.__post_init__: with vLLM or SGLang, an expert_parallel_size > 1 must equal the rollout's
+    tensor_model_parallel_size x data_parallel_size (every release from 0.6.0)."""
+    ep = ctx.number("rollout_ep", 1)
+    if ep <= 1 or ctx.spec.rollout_engine not in ("vllm", "sglang"):
+        return []
+    tp, dp = _rollout_tp(ctx), ctx.number("rollout_dp", 1)
+    if ep == tp * dp:
+        return []
+    return [error("override", f"{ctx.key('rollout_ep')}={ep}: verl {ctx.spec.verl_version}'s RolloutConfig asserts "
+                  f"expert_parallel_size == rollout TP x DP = {tp} x {dp} = {tp * dp}",
+                  f"--override {ctx.key('rollout_ep')}={tp * dp} (or 1: no expert parallel in the rollout)")]
+
+
+def rollout_pipeline_parallel_unsupported(ctx: RuleContext) -> list[Finding]:
+    """RolloutConfig.__post_init__: vLLM, SGLang and TensorRT-LLM rollouts raise NotImplementedError for
+    pipeline_model_parallel_size > 1 (every release from 0.6.0)."""
+    pp = ctx.number("rollout_pp", 1)
+    if pp <= 1:
+        return []
+    return [error("override", f"{ctx.key('rollout_pp')}={pp}: verl {ctx.spec.verl_version}'s RolloutConfig raises "
+                  f"'not implemented pipeline_model_parallel_size > 1' for the {ctx.spec.rollout_engine} rollout",
+                  f"drop the --override of {ctx.key('rollout_pp')} (use --gen-tp to spread the rollout instead)")]
+
+
+def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
+    """RolloutReplica.__init__ (the async server's replicas; the only rollout from 0.7.0): a replica's world
+    TP x DP x PP must divide by min(devices per node, world), i.e. a replica larger than a node fills whole
+    nodes."""
+    if ctx.version < (0, 7, 0) and str(ctx.get("rollout_mode", "sync")) != "async":
+        return []  # 0.6.x's sync rollout has no replicas
+    world = _rollout_tp(ctx) * ctx.number("rollout_dp", 1) * ctx.number("rollout_pp", 1)
+    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
+            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)  # a rollout pool of its own
+    per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+    if per_node <= 0 or world <= 0 or world % min(per_node, world) == 0:
+        return []
+    heads, kv = ctx.facts.num_attention_heads, ctx.facts.num_key_value_heads or ctx.facts.num_attention_heads
+    fits = [tp for tp in range(1, per_node + 1) if per_node % tp == 0 and
+            (heads is None or (heads % tp == 0 and (kv % tp == 0 or tp % kv == 0)))]  # vLLM's own head checks
+    return [error("gen_tp", f"rollout TP {world} spans nodes of {per_node} devices without filling them: verl "
+                  f"{ctx.spec.verl_version}'s RolloutReplica asserts the replica's world ({world}) divides by the "
+                  f"devices per node ({per_node})", f"use a --gen-tp that divides {per_node} (one of {fits}), or a "
+                  f"multiple of {per_node}")]
+
+
+def vllm_lora_rank(ctx: RuleContext) -> list[Finding]:
+    """get_vllm_max_lora_rank (verl/workers/rollout/vllm_rollout/utils.py, 0.6.1+): a LoRA rank above vLLM's
+    largest (512) raises ValueError, from validate_config (0.7.1+) or when the vLLM engine is built."""
+    if ctx.spec.rollout_engine != "vllm" or ctx.version < (0, 6, 1):
+        return []
+    rank = ctx.number("lora_rank_new", 0) if ctx.version >= (0, 9, 0) else 0
+    if rank <= 0:
+        rank = ctx.number("lora_rank", 0)
+    if rank <= VLLM_MAX_LORA_RANK or (ctx.version >= (0, 9, 0) and ctx.flag("lora_merge", False)):
+        return []
+    key = ctx.key("lora_rank_new") if ctx.version >= (0, 9, 0) and ctx.number("lora_rank_new", 0) > 0 else \
+        ctx.key("lora_rank")
+    return [error("override", f"{key}={rank}: verl {ctx.spec.verl_version} raises 'lora_rank must be less than or "
+                  f"equal to {VLLM_MAX_LORA_RANK}' for the vLLM rollout", f"--override {key}={VLLM_MAX_LORA_RANK} "
+                  "(or a smaller rank: 8, 16, 32, 64, 128, 256, 320)")]
