@@ -100,3 +100,16 @@ def test_describe_mask_names_each_bit():
     rows = features.describe_mask("0000001")
     assert [r["label"] for r in rows] == ["RmvPad", "DynBSZ", "Offload", "PfxCache", "Recompute", "SwapOpt", "VPP"]
     assert [r["on"] for r in rows] == [False] * 6 + [True]
+
+
+def test_the_readmes_feature_table_lists_every_feature_of_the_registry():
+    """The README's Features table is what a user reads to choose `--features`: each registry feature has a row
+    (named as `--features` takes it), and no row names a feature the registry lacks."""
+    from pathlib import Path
+
+    from verl_deploy.features import REGISTRY
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| feature | mask bit | kind | default |", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split("|")[1].strip() for line in table.splitlines()[2:] if line.startswith("|")]
+    assert sorted(rows) == sorted(f.name for f in REGISTRY)

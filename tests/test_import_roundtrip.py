@@ -72,14 +72,15 @@ def _every_kind() -> list[tuple[str, ...]]:
     """(release, mode, framework, algorithm, DAPO source) for every mode x framework x algorithm the profiles plan,
     on the newest release of each family (0.7.0: the recipe trainers; 0.9.1: the V1 trainer's modes too), and both
     DAPO sources where a release has both."""
-    from verl_deploy.profiles.modes import V1_SINCE, modes_of, release_tuple
+    from verl_deploy.profiles.modes import V1_SINCE, modes_of
+    from verl_deploy.verl_release import release_numbers
 
     kinds = []
     for release in ("0.7.0", "0.9.1"):
         for mode in modes_of(release):
             for framework in ("megatron", "fsdp"):
                 for algorithm in ("dapo", "grpo"):
-                    both = release_tuple(release) >= V1_SINCE and mode == "dapo" and algorithm == "dapo"
+                    both = release_numbers(release) >= V1_SINCE and mode == "dapo" and algorithm == "dapo"
                     for source in (("core", "recipe") if both else ("",)):
                         kinds.append((release, mode, framework, algorithm, source))
     return kinds

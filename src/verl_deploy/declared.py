@@ -17,6 +17,8 @@ from typing import Any, Iterable, Mapping, Optional
 from pydantic import Field
 from pydantic.fields import FieldInfo
 
+from verl_deploy.verl_release import release_numbers
+
 # the listings a field can appear in, each ordered by sections (the consumers name the sections' order)
 TABLES = ("panel", "view", "summary", "config", "round")
 START = "start"  # `follows={"view": START}`: the field leads its section in that listing
@@ -66,14 +68,8 @@ class FieldMeta:
         """Does the field mean something in a run of these field values (`when` and `since` hold)?"""
         if any(str(values.get(name)) not in allowed for name, allowed in self.when.items()):
             return False
-        return self.since is None or release(str(values.get("verl_version", ""))) >= release(self.since)
+        return self.since is None or release_numbers(str(values.get("verl_version", ""))) >= release_numbers(self.since)
 
-
-def release(version: str) -> tuple[int, int, int]:
-    """"0.9.1" -> (0, 9, 1); "0.10.0.dev0" -> (0, 10, 0): the release a version string names."""
-    parts = [int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split("+")[0].split(".")[:3]]
-    major, minor, patch = (parts + [0, 0, 0])[:3]
-    return major, minor, patch
 
 
 def spec_field(default: Any = ..., *, flags: str | Iterable[str] = (), help: str = "", panel: str | None = None,

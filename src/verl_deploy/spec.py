@@ -164,8 +164,8 @@ class RunSpec(BaseModel):
     # what and how
     mode: Mode = spec_field("dapo", flags="--mode", panel="Run", view="Run", summary="training", config="run",
         help=("dapo (colocated, sync; every release) | one-step-off (separate trainer/rollout devices; every "
-              "release) | colocate-async | separate-async (verl 0.9.0+, the V1 trainer). `verl-deploy features` lists "
-              "them per release."))
+              "release) | colocate-async | separate-async (verl 0.9.0+, the V1 trainer) | fully-async (verl 0.7.1+, "
+              "verl.experimental.fully_async_policy). `verl-deploy features` lists them per release."))
     algorithm: Algorithm = spec_field("dapo", flags="--algorithm", panel="Run", view="Run", summary="training",
         description=("dapo (dynamic sampling, overlong buffer, clip-higher) or grpo (as verl's own GRPO example "
                      "scripts: KL loss, symmetric clip, naive reward)"),
@@ -408,7 +408,7 @@ class RunSpec(BaseModel):
         view="Async", summary="training", deciding=True, when={"mode": ["separate-async", "fully-async"]},
         description=("separate-async / fully-async: mini-batches trained between weight syncs (default: batch / "
                      "mini-batch)"),
-        help="separate-async: mini-batches between weight syncs (default: batch / mini-batch).")
+        help="separate-async, fully-async: mini-batches between weight syncs (default: batch / mini-batch).")
     warmup_batches: int = spec_field(
         1, ge=0, le=1024, flags="--warmup-batches", panel="Run", follows={"panel": "dapo_source"},
         view="Async", summary="training", deciding=True, when={"mode": V1_ASYNC_MODES},

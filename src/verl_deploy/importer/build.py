@@ -169,11 +169,12 @@ def _run_of(entry, effective: dict[str, Any], profile: Profile, framework: str, 
     modes (trainer.v1.trainer_mode), DAPO when group filtering or the dapo reward manager is on (in the sync mode
     that is DAPO from verl's core). The DAPO source is written whenever a release has both, so the config does not
     depend on which one the release defaults to."""
-    from verl_deploy.profiles.modes import V1_SINCE, release_tuple
+    from verl_deploy.profiles.modes import V1_SINCE
+    from verl_deploy.verl_release import release_numbers
 
     reward = next((effective[k] for k in keys_of(profile, "reward_manager", framework, device, entry.mode or "ppo")
                    if k in effective), None)
-    both_sources = release_tuple(version) >= V1_SINCE
+    both_sources = release_numbers(version) >= V1_SINCE
     if entry.mode is not None:  # the recipe trainers
         algorithm = "dapo" if entry.mode == "dapo" or reward == "dapo" else "grpo"
         source = "recipe" if entry.mode == "dapo" and both_sources else None

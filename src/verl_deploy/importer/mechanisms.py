@@ -18,7 +18,8 @@ from enum import Enum
 from typing import Any
 
 from verl_deploy.profiles import Profile, profile_for
-from verl_deploy.profiles.modes import CORE_VS_RECIPE, V1_MODES, V1_SINCE, mechanism, release_tuple
+from verl_deploy.profiles.modes import CORE_VS_RECIPE, V1_MODES, V1_SINCE, mechanism
+from verl_deploy.verl_release import release_numbers
 
 # one-step-off trains each batch on the rollout made with the weights one step behind: in verl's V1 replay buffer a
 # trajectory's span is global_steps - the step it was dispatched at + 1 (verl/trainer/ppo/v1/replay_buffer.py), so
@@ -98,12 +99,12 @@ def _dapo(choice: Choice, source: str, target: str, asked: str | None) -> None:
     values = choice.values
     old_spec = _spec(values, source)
     runs_recipe = old_spec is not None and mechanism(old_spec) == "dapo"
-    if not runs_recipe or release_tuple(target) < V1_SINCE:
+    if not runs_recipe or release_numbers(target) < V1_SINCE:
         if asked:
             raise ChoiceProblem(f"--dapo-source {asked}: the config does not run DAPO's recipe trainer moved to a "
                                 f"release with DAPO in verl's core (0.9.0 or later)", "drop --dapo-source")
         return
-    chose_recipe = release_tuple(source) >= V1_SINCE and values.get("dapo_source") == "recipe"
+    chose_recipe = release_numbers(source) >= V1_SINCE and values.get("dapo_source") == "recipe"
     chosen = asked or ("recipe" if chose_recipe else "core")
     before = _entry(values, source)
     values["dapo_source"] = chosen
@@ -125,7 +126,7 @@ def _dapo(choice: Choice, source: str, target: str, asked: str | None) -> None:
 def _one_step_off(choice: Choice, source: str, target: str, asked: str | None) -> None:
     """one-step-off -> the V1 trainer's separate_async mode (or kept, with --mode one-step-off)."""
     values = choice.values
-    if values.get("mode") != "one-step-off" or release_tuple(target) < V1_SINCE:
+    if values.get("mode") != "one-step-off" or release_numbers(target) < V1_SINCE:
         if asked:
             raise ChoiceProblem(f"--mode {asked}: only a one-step-off config moved to verl 0.9.0 or later chooses "
                                 "between one-step-off and separate-async", "drop --mode")

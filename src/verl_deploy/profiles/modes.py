@@ -20,6 +20,7 @@ from typing import Any
 
 from verl_deploy.findings import Finding, error
 from verl_deploy.profiles.base import A, keys
+from verl_deploy.verl_release import release_numbers
 
 # the first release whose code has the mode (checked at the tags: verl/trainer/ppo/v1/ appears in v0.9.0)
 FIRST_RELEASE = {"dapo": "0.6.0", "one-step-off": "0.6.0", "colocate-async": "0.9.0", "separate-async": "0.9.0",
@@ -89,21 +90,13 @@ FULLY_ASYNC_OVERLAYS = {("fully-async", fw): fully_async_overlay() for fw in ("m
 CHECKPOINT_ENGINE = {"gpu": "nccl", "npu": "nccl"}
 
 
-def release_tuple(version: str) -> tuple[int, ...]:
-    out = []
-    for part in version.split("+")[0].split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out + [0] * (3 - len(out)))
-
-
 def dapo_source_for(spec) -> str:
     """core | recipe: where DAPO's trainer comes from. verl 0.9.0+ has DAPO in its core trainer (the V1 replay
     buffer's algorithm.filter_groups, the dapo reward manager's overlong buffer), and that is the default there;
     `--dapo-source recipe` keeps the verl-recipe trainer for users who pinned it. Below 0.9.0: the recipe only."""
     if spec.dapo_source:
         return spec.dapo_source
-    return "core" if release_tuple(spec.verl_version) >= V1_SINCE else "recipe"
+    return "core" if release_numbers(spec.verl_version) >= V1_SINCE else "recipe"
 
 
 def mechanism(spec) -> str:
@@ -117,14 +110,14 @@ def mechanism(spec) -> str:
 
 def is_v1(spec) -> bool:
     """Does the run go through verl's V1 trainer (main_ppo on >= 0.9.0)?"""
-    return mechanism(spec) in ("ppo", *V1_MODES) and release_tuple(spec.verl_version) >= V1_SINCE
+    return mechanism(spec) in ("ppo", *V1_MODES) and release_numbers(spec.verl_version) >= V1_SINCE
 
 
 def refusal(spec) -> Finding | None:
     """One line when the chosen release lacks the mode (or the DAPO source) asked for."""
-    version = release_tuple(spec.verl_version)
+    version = release_numbers(spec.verl_version)
     first = FIRST_RELEASE.get(spec.mode, "0.6.0")
-    if version < release_tuple(first):
+    if version < release_numbers(first):
         what = "verl's V1 trainer (verl/trainer/ppo/v1)" if spec.mode in V1_MODES else \
             "verl.experimental.fully_async_policy"
         return error("mode", f"--mode {spec.mode} needs {what}, first in verl {first}; verl {spec.verl_version} "
@@ -161,7 +154,7 @@ def what_runs(spec, plan) -> str:
                 f"{version} ({how})")
     if kind == "one-step-off":
         successor = (" — on 0.9.x verl's successor is the V1 trainer's separate_async mode (--mode separate-async)"
-                     if release_tuple(version) >= V1_SINCE else "")
+                     if release_numbers(version) >= V1_SINCE else "")
         return f"{algo} one-step-off runs {plan.entry_module} on verl {version}{successor}"
     if kind == "fully-async":
         return (f"{algo} fully-async runs {plan.entry_module} (verl.experimental, bounded staleness "
@@ -183,8 +176,8 @@ def _rollout_total(spec) -> str:
 
 def modes_of(version: str) -> list[str]:
     """The modes this verl-deploy plans on a release (for `features` and --help)."""
-    release = release_tuple(version)
-    return [mode for mode, first in FIRST_RELEASE.items() if release >= release_tuple(first)]
+    release = release_numbers(version)
+    return [mode for mode, first in FIRST_RELEASE.items() if release >= release_numbers(first)]
 
 
 # DAPO from verl's core (main_ppo, V1 sync) beside the verl-recipe trainer, on 0.9.x: (what, core, recipe)
@@ -209,7 +202,7 @@ def comparison_findings(spec) -> list[Finding]:
     if spec.algorithm == "grpo":
         found.append(info("algorithm", "GRPO differs from DAPO: " + "; ".join(GRPO_VS_DAPO),
                           "pass --algorithm dapo for DAPO, or change one setting with --override", area="dapo"))
-    if spec.mode == "dapo" and spec.algorithm == "dapo" and release_tuple(spec.verl_version) >= V1_SINCE:
+    if spec.mode == "dapo" and spec.algorithm == "dapo" and release_numbers(spec.verl_version) >= V1_SINCE:
         chosen = dapo_source_for(spec)
         rows = "; ".join(f"{what}: core = {core} | recipe = {recipe}" for what, core, recipe in CORE_VS_RECIPE)
         other = "recipe" if chosen == "core" else "core"
@@ -281,8 +274,8 @@ def what_verl_runs(mode: str, version: str) -> str:
     from verl_deploy.profiles import Profile, profile_for
 
     profile = profile_for(version)
-    release = release_tuple(version)
-    if not isinstance(profile, Profile) or release < release_tuple(FIRST_RELEASE.get(mode, "0.6.0")):
+    release = release_numbers(version)
+    if not isinstance(profile, Profile) or release < release_numbers(FIRST_RELEASE.get(mode, "0.6.0")):
         return "-"
     if mode in V1_MODES:
         return f"main_ppo V1 {V1_MODES[mode]}"

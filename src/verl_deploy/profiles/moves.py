@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verl_deploy.verl_release import release_numbers
+
 
 @dataclass(frozen=True)
 class Move:
@@ -33,16 +35,13 @@ ENTRY_MOVES: tuple[Move, ...] = (
 )
 
 
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
-
 
 def move_for(key: str, source: str, target: str) -> tuple[str, Move] | None:
     """Where `key` lives in `target` when a known move lies between the two releases."""
-    if not (_release(source) < _release(target)):
+    if not (release_numbers(source) < release_numbers(target)):
         return None
     for move in MOVES:
-        if not (_release(source) < _release(move.since) <= _release(target)):
+        if not (release_numbers(source) < release_numbers(move.since) <= release_numbers(target)):
             continue
         if move.old.endswith(".") and key.startswith(move.old):
             return move.new + key[len(move.old):], move

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verl_deploy.profiles.modes import release_tuple
+from verl_deploy.verl_release import release_numbers
 
 LEGACY_REWARD_KWARGS = "reward_model.reward_kwargs"
 REWARD_KWARGS = "reward.reward_kwargs"
@@ -44,7 +44,7 @@ def as_verl_reads(flat: dict[str, Any], entry: str, version: str) -> dict[str, A
 def without_unread_overlong(flat: dict[str, Any], version: str) -> dict[str, Any]:
     """The config without the overlong buffer keys the dapo reward manager of `version` does not read: a section
     with enable False (where 0.7.1-0.8.x's asserts hold) and max_resp_len with it, or max_resp_len alone."""
-    release = release_tuple(version)
+    release = release_numbers(version)
     enable = flat.get(OVERLONG + ".enable")
     section = [path for path in flat if path == OVERLONG or path.startswith(OVERLONG + ".")]
     if release < REWARD_LOOP or (section and enable is not False):
@@ -61,7 +61,7 @@ def without_unread_overlong(flat: dict[str, Any], version: str) -> dict[str, Any
 
 def _after_start_up(flat: dict[str, Any], entry: str, version: str) -> dict[str, Any]:
     first, past = REPLACES_REWARD_KWARGS.get(entry, ((99,), (99,)))
-    if not first <= release_tuple(version) < past:
+    if not first <= release_numbers(version) < past:
         return flat
     prefix = LEGACY_REWARD_KWARGS + "."
     legacy = {path[len(prefix):]: value for path, value in flat.items() if path.startswith(prefix)}

@@ -1,7 +1,7 @@
 """verl's, Megatron's and vLLM's runtime assertions as rules, checked before launch.
 
-Each rule is one function (``RuleContext -> findings``) in batch.py, layout.py, model.py, lengths.py or
-algorithm.py.
+Each rule is one function (``RuleContext -> findings``) in batch.py, layout.py, model.py, lengths.py,
+rollout.py, algorithm.py or async_modes.py.
 An assertion verl (or a library it drives) makes at run time is an error here exactly where
 that release's code asserts it, and at most a warning where verl runs anyway. ``RULES`` is
 the table: the rule, and the file:line it comes from in each release (verl wheels 0.6.0-0.9.1,
