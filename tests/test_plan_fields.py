@@ -139,3 +139,26 @@ def test_a_split_mode_plans_with_its_own_defaults(mode):
     data = json.loads(result.stdout)
     assert data["ok"], [f["message"] for f in data["findings"] if f["level"] == "error"]
     assert data["spec"]["train_pp"] == 1 and data["sources"]["train_pp"] == "derived"
+
+
+@pytest.mark.parametrize("args,field,fix", [
+    (["--verl-version", "0.9.1", "--algorithm", "grpo", "--dapo-source", "recipe"], "dapo_source", "--algorithm dapo"),
+    (["--verl-version", "0.8.0", "--dapo-source", "recipe"], "dapo_source", "--verl-version 0.9.0 or later"),
+    (["--parameter-sync-step", "2"], "parameter_sync_step", "--mode separate-async"),
+    (["--trainer-gpus", "4"], "trainer_gpus", "--mode one-step-off"),
+    (["--verl-version", "0.9.1", "--mode", "one-step-off", "--warmup-batches", "2"], "warmup_batches",
+     "--mode colocate-async"),
+])
+def test_a_flag_that_means_nothing_in_this_run_is_a_warning_naming_a_fix_that_works(args, field, fix):
+    """Every field declared for some modes or releases (`when`/`since`) that the user sets where it means nothing
+    is one warning naming it and what would make it count; the fix's flag and value are ones plan accepts."""
+    data = json.loads(run_cli("plan", "--json", *args).stdout)
+    said = [f for f in data["findings"] if f["field"] == field and "has no effect" in f["message"]]
+    assert len(said) == 1 and said[0]["level"] == "warning" and fix in said[0]["fix"], said
+    flag, value = fix.split()[:2]
+    if flag != "--verl-version":  # the fix's setting is one plan takes (the field's own flag dropped)
+        without = [a for i, a in enumerate(args) if DECLARED[field].flag not in (a, args[i - 1] if i else "")]
+        taken = json.loads(run_cli("plan", "--json", *without, flag, value).stdout)
+        assert not [f for f in taken["findings"] if "has no effect" in f["message"]]
+    defaults = json.loads(run_cli("plan", "--json").stdout)  # the defaults set nothing without effect
+    assert not [f for f in defaults["findings"] if "has no effect" in f["message"]]

@@ -64,6 +64,13 @@ class FieldMeta:
         values["when"] = {name: tuple(allowed) for name, allowed in values.get("when", {}).items()}
         return cls(**values)
 
+    def condition(self) -> str:
+        """Where the field means something, from `when` and `since`: "used with mode dapo and verl 0.9.0+"."""
+        needs = [f"{key} {' or '.join(allowed)}" for key, allowed in self.when.items()]
+        if self.since:
+            needs.append(f"verl {self.since}+")
+        return "used with " + " and ".join(needs)
+
     def applies(self, values: Mapping[str, Any]) -> bool:
         """Does the field mean something in a run of these field values (`when` and `since` hold)?"""
         if any(str(values.get(name)) not in allowed for name, allowed in self.when.items()):

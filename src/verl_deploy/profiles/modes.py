@@ -256,13 +256,26 @@ def option_findings(spec) -> list[Finding]:
     if mechanism(spec) == "ppo" and not v1 and spec.filter_groups:
         found.append(warning("filter_groups", f"verl {spec.verl_version}'s main_ppo trainer has no dynamic sampling: "
                              "algorithm.filter_groups is not sent", "drop --filter-groups, or --algorithm dapo"))
-    for name, modes_using in (("parameter_sync_step", ("separate-async", "fully-async")),
-                              ("warmup_batches", tuple(V1_MODES)), ("max_off_policy", tuple(V1_MODES)),
-                              ("off_policy_strategy", tuple(V1_MODES)), ("staleness_threshold", ("fully-async",)),
-                              ("partial_rollout", ("fully-async",))):
-        if given(name) and spec.mode not in modes_using:
-            found.append(warning(name, f"{name} is a setting of --mode {' / '.join(modes_using)}; --mode "
-                                 f"{spec.mode} does not use it", f"drop it, or use --mode {modes_using[0]}"))
+    return found + settings_without_effect(spec, given)
+
+
+def settings_without_effect(spec, given) -> list[Finding]:
+    """A field the user set that means nothing in this run (its declared `when`/`since` do not hold:
+    --parameter-sync-step with --mode dapo, --dapo-source with GRPO or below 0.9.0): a warning, never silence."""
+    from verl_deploy.findings import warning
+    from verl_deploy.spec import DECLARED
+
+    found: list[Finding] = []
+    for name, meta in DECLARED.items():
+        if not (meta.when or meta.since) or not given(name) or spec.applies(name):
+            continue
+        shown = meta.flag or f"{name} (config file, run section)"
+        fixes = [f"drop {shown}"] + [f"{DECLARED[key].flag} {allowed[0]}" for key, allowed in meta.when.items()
+                                     if str(getattr(spec, key)) not in allowed]
+        if meta.since and release_numbers(spec.verl_version) < release_numbers(meta.since):
+            fixes.append(f"--verl-version {meta.since} or later")
+        found.append(warning(name, f"{shown} {getattr(spec, name)} has no effect in this run ({meta.condition()})",
+                             " or ".join(fixes)))
     return found
 
 

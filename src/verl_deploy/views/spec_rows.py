@@ -75,8 +75,4 @@ def _changed(spec: RunSpec, name: str) -> bool:
 
 def unused_note(name: str) -> str:
     """Why a field means nothing in this run, from its declaration: "used with mode separate-async or fully-async"."""
-    meta = DECLARED[name]
-    needs = [f"{key} {' or '.join(allowed)}" for key, allowed in meta.when.items()]
-    if meta.since:
-        needs.append(f"verl {meta.since}+")
-    return "used with " + " and ".join(needs)
+    return DECLARED[name].condition()
