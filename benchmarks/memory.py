@@ -228,7 +228,9 @@ WHY = {
             "in place with multi-tensor kernels. The only uncounted tensor found is the batch update_actor moves to "
             "the device (megatron_workers.py:623): at DP 1 every rank holds all 2560 sequences, ~1.1 GiB, 92.6 of "
             "95.1 at most. What is left is outside the code read (NCCL NVLink-SHARP buffers on NVSwitch hosts, "
-            "vLLM 0.7.3-0.9.1's graph pool, allocator state). Left unexplained; not fitted",
+            "vLLM 0.7.3-0.9.1's graph pool, allocator state). A static term of that size would also flip runs that "
+            "ran: H36 (Megatron on H20, 10.1 GiB to spare in the update), H11, H29, H38 (Megatron on H100, 13-16) "
+            "and H40 (FSDP on H20, 3.6). Left unexplained; not fitted",
     # held-out misses, taken apart after a scoring run (H35, H36 and H40, seen the same way, are right since the
     # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code)
     "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
