@@ -213,6 +213,19 @@ def test_names_with_a_leading_dash_or_control_characters_are_refused(args, field
     assert_refused(cli("plan", *args), field)
 
 
+@pytest.mark.parametrize("args, field, char", [
+    (["--experiment-name", "run\u202egnp.exe"], "experiment_name", "U+202E"),  # right-to-left override
+    (["--model-path", "/models/Qwen3\u2066-8B"], "model_path", "U+2066"),  # left-to-right isolate
+    (["--project-name", "team\u0085x"], "project_name", "U+0085"),  # C1 next-line
+    (["--container", "verl\u200f"], "container", "U+200F"),  # right-to-left mark
+])
+def test_names_that_would_display_as_another_name_are_refused(args, field, char):
+    """A text-direction or C1 control character makes plan, the scripts and the logs show another name than the one
+    used; it is refused naming the code point, and names in any script (CJK, accents) still pass."""
+    assert_refused(cli("plan", *args), field, char, "retype")
+    assert cli("plan", "--experiment-name", "模型-实验-é").exit_code == 0
+
+
 # -- 11: values that were silently accepted -----------------------------------------------------------
 
 @pytest.mark.parametrize("args, env, field", [

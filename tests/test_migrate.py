@@ -193,11 +193,14 @@ def test_a_section_that_follows_another_in_the_target_takes_no_sub_keys(tmp_path
 def test_migrate_refusals_are_one_line(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("verl_version: 0.7.0\n")
-    for args, words in ((["--to", "0.9.1"], "--output"), (["--to", "0.1.0", "--in-place"], "0.1.0")):
+    other = tmp_path / "other.yaml"
+    for args, words in ((["--to", "0.9.1"], "--output"), (["--to", "0.1.0", "--in-place"], "0.1.0"),
+                        (["--to", "0.9.1", "--in-place", "-o", str(other)], "two places")):
         result = run_cli("migrate", str(config), *args)
         errors = [line for line in result.stderr.splitlines() if line.startswith("error")]
         assert result.returncode == 1 and len(errors) == 1 and words in errors[0], result.stderr
         assert "Traceback" not in result.stderr
+    assert config.read_text() == "verl_version: 0.7.0\n" and not other.exists()  # nothing written
 
 
 @pytest.fixture()

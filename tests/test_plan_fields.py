@@ -162,3 +162,16 @@ def test_a_flag_that_means_nothing_in_this_run_is_a_warning_naming_a_fix_that_wo
         assert not [f for f in taken["findings"] if "has no effect" in f["message"]]
     defaults = json.loads(run_cli("plan", "--json").stdout)  # the defaults set nothing without effect
     assert not [f for f in defaults["findings"] if "has no effect" in f["message"]]
+
+
+@pytest.mark.parametrize("args,says,never", [
+    (["--device", "npu"], "beside the sleeping actor", "devices of its own"),
+    (["--device", "npu", "--mode", "one-step-off"], "devices of its own", "beside the sleeping actor"),
+    (["--device", "gpu"], "GPU DAPO scripts", "vllm-ascend"),
+])
+def test_the_rollout_memory_defaults_reason_is_true_of_this_layout(args, says, never):
+    """Where gpu_memory_utilization comes from is said for the layout at hand: no actor sleeps beside a split
+    mode's rollout, and a GPU run is not told about vllm-ascend."""
+    data = json.loads(run_cli("plan", "--json", *args).stdout)
+    why = data["sources"]["gpu_memory_utilization"]
+    assert says in why and never not in why, why

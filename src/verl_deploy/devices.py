@@ -67,11 +67,16 @@ PLATFORMS = {"npu": NPU, "gpu": GPU}
 MAX_DEVICES_PER_NODE = {"npu": 16, "gpu": 16}
 
 
-def rollout_memory_default(device: str, engine: str) -> tuple[float, str]:
+def rollout_memory_default(device: str, engine: str, split: bool = False) -> tuple[float, str]:
     """(rollout.gpu_memory_utilization, why) for a device kind and rollout engine, when the user gives none.
 
-    Each kind has its own reason: a default chosen for one must not be justified by another's problem.
+    Each kind has its own reason: a default chosen for one must not be justified by another's problem (in a split
+    mode no actor sleeps beside the rollout).
     """
+    if device == "npu" and split:
+        return 0.6, ("NPU, rollout on devices of its own (no actor beside it): the NPU default kept; verl's "
+                     "one-step-off NPU script sets 0.8 (--gpu-memory-utilization 0.8); lowered further on a "
+                     "KV-cache OOM")
     if device == "npu":
         return 0.6, ("NPU: vllm-ascend runs out of KV-cache memory at verl's NPU scripts' 0.9 beside the sleeping "
                      "actor; lowered further on a KV-cache OOM")

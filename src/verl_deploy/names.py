@@ -40,6 +40,20 @@ def utf8(text: object) -> object:
     return text
 
 
+# C1 controls and the bidirectional formatting characters (Unicode TR9: embeddings, overrides, isolates, marks):
+# shown in a terminal or an editor they reorder what is read around them ("Trojan Source", CVE-2021-42574), so
+# `plan`, a script or a log would show another name than the one used
+_INVISIBLE = re.compile("[\u0080-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _invisible(text: str, what: str) -> None:
+    found = _INVISIBLE.search(text)
+    if found:
+        raise NameProblem(f"{what} {ascii(text)[:80]} contains U+{ord(found.group()):04X}, an invisible control or "
+                          "text-direction character that makes it display as another name",
+                          f"retype the {what} without it (e.g. copy it from `ls`, not from a web page)")
+
+
 def _shown(text: str) -> str:
     return repr(text if len(text) <= 60 else text[:57] + "...")
 
@@ -51,6 +65,7 @@ def _plain(text: object, what: str, fix: str) -> str:
         raise NameProblem(f"{what} is empty", fix)
     if re.search(r"[\x00-\x20\x7f]", text):
         raise NameProblem(f"{what} {_shown(text)} contains a space or control character (newline, tab, ...)", fix)
+    _invisible(text, what)
     if text.startswith("-"):
         raise NameProblem(f"{what} {_shown(text)} starts with '-', so a tool would read it as an option", fix)
     return text
@@ -150,6 +165,7 @@ def path(text: object, what: str = "path") -> str:
         raise NameProblem(f"{what} is empty", fix)
     if re.search(r"[\x00-\x1f\x7f]", text):
         raise NameProblem(f"{what} {_shown(text)} contains a control character (newline, tab, ...)", fix)
+    _invisible(text, what)
     if text.startswith("-"):
         raise NameProblem(f"{what} {_shown(text)} starts with '-', so a tool would read it as an option", fix)
     encoded = text.encode("utf-8", "surrogateescape")
@@ -170,6 +186,7 @@ def label(text: object, what: str, limit: int = 256) -> str:
         raise NameProblem(f"{what} is empty", fix)
     if re.search(r"[\x00-\x1f\x7f]", text) or len(text) > limit:
         raise NameProblem(f"{what} {_shown(text)} contains a control character or is longer than {limit}", fix)
+    _invisible(text, what)
     return text
 
 

@@ -231,7 +231,7 @@ def _derive(merged: Layers, environ: Mapping[str, str]) -> None:
     if values.get("gpu_memory_utilization") is None:
         device = str(values.get("device") or "npu").strip().lower()
         engine = str(values.get("rollout_engine") or "vllm").strip().lower()
-        share, why = rollout_memory_default(device, engine)
+        share, why = rollout_memory_default(device, engine, split=values.get("mode") in SPLIT_MODES)
         merged.derive("gpu_memory_utilization", share, f"default ({why})")
     if values.get("mode") in SPLIT_MODES and "train_pp" not in values:
         # seed 000 gives the trainer of a split mode 4 devices; seed 001's PP 2 (with TP 4) needs 8

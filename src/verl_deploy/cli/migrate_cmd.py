@@ -47,6 +47,9 @@ def migrate_command(
     if not output and not in_place:
         raise fail([error("output", "no --output given", "give --output NEW.yaml, or --in-place to rewrite CONFIG")],
                    as_json=json_output)
+    if output and in_place and os.path.abspath(output) != os.path.abspath(config):
+        raise fail([error("output", f"--in-place rewrites {config} and --output names {output}: two places",
+                          "give one of them")], as_json=json_output)
     if output and os.path.exists(output) and os.path.abspath(output) != os.path.abspath(config):
         raise fail([error("output", f"{output} exists", "give another --output (or --in-place for CONFIG)")],
                    as_json=json_output)
