@@ -184,6 +184,13 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "log_prob_max_token_len": keys(A + "rollout.log_prob_max_token_len_per_gpu"),
     "ref_log_prob_max_token_len": keys(A + "ref.log_prob_max_token_len_per_gpu"),
     "actor_use_dynamic_bsz": keys(A + "actor.use_dynamic_bsz"),
+    "ref_log_prob_micro_batch_size_global": keys(A + "ref.log_prob_micro_batch_size"),
+    # the legacy actors' own settings (dp_actor, megatron_actor)
+    "actor_grad_clip": keys(A + "actor.grad_clip"),
+    "actor_shuffle": keys(A + "actor.shuffle"),
+    "actor_data_loader_seed": keys(A + "actor.data_loader_seed"),
+    "actor_load_weight": keys(A + "actor.load_weight"),
+    "ref_load_weight": keys(A + "ref.load_weight"),
     "log_prob_use_dynamic_bsz": keys(A + "rollout.log_prob_use_dynamic_bsz"),
     # layout
     "ulysses_sp@fsdp": keys(A + "actor.ulysses_sequence_parallel_size"),

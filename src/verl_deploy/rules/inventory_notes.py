@@ -125,6 +125,15 @@ NOTES: tuple[Note, ...] = (
          "the prefill/decode disaggregated replica: not turned on"),
     Note("verl/trainer/ppo/rollout_corr_helper.py", r"rollout_token_veto", INTERNAL,
          "rollout correction's token veto: verl-deploy sends only what the one-step-off / fully-async configs set"),
+    Note("verl/workers/actor/megatron_actor.py", r"microbatch_group_size_per_vp_stage", INTERNAL,
+         "dynamic batching with virtual pipeline: rearrange_micro_batches was given num_batches_divided_by and "
+         "rounded the count up to a multiple already"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", r"tensor_parallel_size <= ", INTERNAL,
+         "rollout TP above the devices: plan's layout check refuses a --gen-tp that does not divide the rollout "
+         "devices, and an --override of the key is refused as owned by --gen-tp"),
+    Note("", r"nnodes must be > 0 in standalone mode", INTERNAL,
+         "the standalone rollout pool's nnodes: the launch sends --nnodes (>= 1), and an --override of it is refused "
+         "as owned by --nnodes"),
     # features and paths verl-deploy never takes
     Note("verl/experimental/agent_loop/tool_agent_loop.py", r"interaction", INTERNAL,
          "the tool agent loop's interactions: verl-deploy runs the single-turn agent loop and sends no "

@@ -61,6 +61,30 @@ def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
                   f"multiple of {per_node}")]
 
 
+def vllm_rollout_tp_divides_node(ctx: RuleContext) -> list[Finding]:
+    """vLLMHttpServer.launch_server: with rollout data parallel (0.8.0+: data_parallel_size > 1; 0.6.0-0.7.1: expert
+    parallel on, which RolloutConfig makes TP x DP), each node runs devices-per-node / TP vLLM data-parallel ranks
+    and asserts the devices per node divide by TP. A replica within one node passes its own size (TP x DP),
+    which always does; a replica spanning nodes passes the node's device count."""
+    if ctx.spec.rollout_engine != "vllm":
+        return []
+    if ctx.version < (0, 7, 0) and str(ctx.get("rollout_mode", "sync")) != "async":
+        return []  # 0.6.x's sync rollout starts no server
+    tp, dp = _rollout_tp(ctx), ctx.number("rollout_dp", 1)
+    gate = dp > 1 if ctx.version >= (0, 8, 0) else ctx.number("rollout_ep", 1) > 1
+    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
+            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)
+    per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+    world = tp * dp * ctx.number("rollout_pp", 1)
+    if not gate or tp <= 0 or per_node <= 0 or world <= per_node or per_node % tp == 0:
+        return []
+    fits = [d for d in range(1, per_node + 1) if per_node % d == 0]
+    return [error("gen_tp", f"rollout TP {tp} with rollout DP {dp} spans nodes of {per_node} devices: verl "
+                  f"{ctx.spec.verl_version}'s vLLM server asserts 'gpus_per_node should be divisible by "
+                  "tensor_model_parallel_size'", f"use a --gen-tp that divides {per_node} (one of {fits}), or drop "
+                  f"the --override of {ctx.key('rollout_dp')}")]
+
+
 def vllm_lora_rank(ctx: RuleContext) -> list[Finding]:
     """get_vllm_max_lora_rank (verl/workers/rollout/vllm_rollout/utils.py, 0.6.1+): a LoRA rank above vLLM's
     largest (512) raises ValueError, from validate_config (0.7.1+) or when the vLLM engine is built."""
