@@ -424,4 +424,13 @@ UNPROBED: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 8,
          "overrides": [f"{ROLL}data_parallel_size=4"]}, "Qwen3-8B", "runs",
         "verl 0.9.1 verl/workers/rollout/vllm_rollout/vllm_async_server.py:385", None),
+    # to 0.7.1 the server checks it only with expert parallel on (RolloutConfig makes EP = TP x DP)
+    "u05-070-vllm-tp-above-node-no-ep": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
+         "overrides": [f"{ROLL}data_parallel_size=2"]}, "Qwen3-30B-A3B", "runs",
+        "verl 0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py:327 (if expert_parallel_size > 1)", None),
+    "u06-070-vllm-tp-above-node-with-ep": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
+         "overrides": [f"{ROLL}data_parallel_size=2", f"{ROLL}expert_parallel_size=32"]}, "Qwen3-30B-A3B", "rejects",
+        "verl 0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py:328", None),
 }
