@@ -275,6 +275,10 @@ RULES: tuple[Rule, ...] = (
                                                            "verl/single_controller/base/decorator.py:256 (0.6.0), 259 (0.6.1), "
                                                            "273 (0.7.0), 249 (0.7.1) "
                                                            "dispatch_nd_compute_dataproto",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable, balance_batch off": "verl/utils/tensordict_utils.py:299 "
+                                                                            "chunk_tensordict assert, from "
+                                                                            "verl/single_controller/base/decorator.py:81"
+                                                                            " _split_args_kwargs_data_proto",
         "0.6.0-0.9.1 (legacy trainer, recipes)": "verl/utils/seqlen_balancing.py:103 (0.6.0), 113 (0.6.1), "
                                                  "147 (0.7.0-0.9.1) karmarkar_karp assert len % k_partitions; "
                                                  "get_seqlen_balanced_partitions called from "

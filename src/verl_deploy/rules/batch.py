@@ -284,13 +284,15 @@ def balance_batch_splits_evenly(ctx: RuleContext) -> list[Finding]:
 def _dispatch_chunks_evenly(ctx: RuleContext) -> list[Finding]:
     """The legacy workers' update_actor / compute_log_prob dispatch (make_nd_compute_dataproto_dispatch_fn over the
     actor's mesh) chunks the step's rows over its data-parallel ranks with _split_args_kwargs_data_proto: no
-    auto-padding there, so DataProto.chunk asserts equal chunks."""
-    if ctx.engine_workers:
+    auto-padding there, so DataProto.chunk asserts equal chunks. 0.7.0's engine workers get the rows as a
+    TensorDict, which the same dispatch splits with tensordict_utils.chunk_tensordict, asserting the same."""
+    if ctx.engine_workers and ctx.version >= (0, 7, 1):
         return []
     rows, parts = ctx.step_batch * ctx.n, ctx.dp
     if parts <= 0 or rows % parts == 0:
         return []
+    how = "chunk_tensordict, which asserts a length divisible by the chunks" if ctx.engine_workers else \
+        "DataProto.chunk, which asserts 'only support equal chunk'"
     return [error("batch_size", f"batch {ctx.step_batch} x {ctx.n} responses = {rows} rows do not split evenly over "
                   f"the {parts} data-parallel ranks: verl {ctx.spec.verl_version}'s workers split each step's rows with "
-                  "DataProto.chunk, which asserts 'only support equal chunk'",
-                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}")]
+                  f"{how}", f"make --batch-size x --n-resp-per-prompt a multiple of {parts}")]
