@@ -401,6 +401,26 @@ AFTER: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.7.0", "framework": "megatron", **GPU8, "features": FIXED,
          "overrides": [f"{ROLL}log_prob_micro_batch_size_per_gpu=2"]}, "Qwen3-8B", "runs",
         "verl 0.7.0 verl/workers/actor/megatron_actor.py:209", ("megatron_log_prob", {"config_yaml": CONFIG})),
+    # fixed micro-batches on the engine workers' log-prob pass, 6 rows per rank (16 x 3 / 8): 0.7.0 chunks them
+    # into 6 // micro pieces (one piece of 6 for micro 4; none for micro 8, a division by zero); 0.7.1 asserts
+    # 6 % micro == 0
+    "x25-070-engine-log-prob-micro-one-piece": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=4"]},
+        "Qwen3-8B", "runs", "verl 0.7.0 verl/workers/engine/utils.py:88 -> verl/utils/tensordict_utils.py:299",
+        ("micro_batches", {"rows": 6, "micro": 4})),
+    "x26-070-engine-log-prob-micro-above-rows": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=8"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/engine/utils.py:88 -> verl/utils/tensordict_utils.py:299",
+        ("micro_batches", {"rows": 6, "micro": 8})),
+    "x27-071-engine-log-prob-micro-uneven": (
+        {"verl_version": "0.7.1", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=4"]},
+        "Qwen3-8B", "rejects", "verl 0.7.1 verl/workers/engine/utils.py:92", ("micro_batches", {"rows": 6, "micro": 4})),
 }
 
 # Written with AFTER's last rows, for checks whose code cannot run here (it imports vLLM, or builds the Megatron
@@ -433,4 +453,14 @@ UNPROBED: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
          "overrides": [f"{ROLL}data_parallel_size=2", f"{ROLL}expert_parallel_size=32"]}, "Qwen3-30B-A3B", "rejects",
         "verl 0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py:328", None),
+    # GRPO's KL loss builds a reference worker; the legacy Megatron one asserts its load_weight matches the actor's
+    # (in _build_model_optimizer, after Megatron's process groups are up)
+    "u07-070-megatron-ref-load-weight-differs": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": [f"{ACTOR}load_weight=False"]}, "Qwen3-8B", "rejects",
+        "verl 0.7.0 verl/workers/megatron_workers.py:441", None),
+    "u08-070-megatron-ref-load-weight-both-off": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": [f"{ACTOR}load_weight=False", "actor_rollout_ref.ref.load_weight=False"]}, "Qwen3-8B", "runs",
+        "verl 0.7.0 verl/workers/megatron_workers.py:440 (checked only when ref.load_weight)", None),
 }
