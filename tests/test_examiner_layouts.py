@@ -300,7 +300,8 @@ def test_the_override_a_refusal_names_is_one_plan_then_accepts(models):
 
 def test_the_layouts_written_after_the_measurement_agree_too(models, tmp_path):
     """AFTER (examiner_layouts.py): registry names and the FSDP optimizer's scheduler, written after the first
-    measurement; verl's own code runs every one of them here."""
+    measurement, and the checks the rule inventory listed last (0.7.0's engine workers, the legacy actors' grad_clip,
+    shuffle seed and micro-batch settings); verl's own code runs every one of them here."""
     verdicts = verl_verdicts(models, tmp_path, AFTER)
     wrong = []
     for name, (flags, model, verdict, _where, _ground) in AFTER.items():

@@ -4,8 +4,9 @@ The inventory (rules/inventory.py) lists every assert/raise on the launch path w
 config-like. A check no rule cites is either reached by `--verify` (verl's config dataclasses and
 validate_config, built on CPU from the config the launch composes), or its inputs are not configuration a user
 sets through verl-deploy (verl's own data structures, a feature verl-deploy never turns on, a code path the
-launch does not take), or it is a hole. Each note below matches checks by file and by words of the check's
-condition or message, and says which of those it is and why; what no note matches stays "not covered", the
+launch does not take), or it is a hole. Each note below matches checks by file, by words of the check's
+condition or message, and where it must by the enclosing class (a CriticWorker's copy of an actor's assert) or the
+releases it holds for, and says which of those it is and why; what no note matches stays "not covered", the
 worklist for the next rule.
 """
 
