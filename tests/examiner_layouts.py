@@ -463,4 +463,20 @@ UNPROBED: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
          "overrides": [f"{ACTOR}load_weight=False", "actor_rollout_ref.ref.load_weight=False"]}, "Qwen3-8B", "runs",
         "verl 0.7.0 verl/workers/megatron_workers.py:440 (checked only when ref.load_weight)", None),
+    # 0.7.1's vLLM weight sender (legacy workers, colocated): every tensor must fit the 2048 MB bucket; the FSDP actor
+    # holds fp32 weights, so Qwen3-8B's embedding (151936 x 4096 x 4 bytes = 2374 MB) does not (verl issue 5952:
+    # the same shape, Qwen3-VL-8B, on 0.7.1); a 2560 MB bucket, or bf16 weights, fit it
+    "u09-071-fsdp-embedding-above-bucket": (
+        {"verl_version": "0.7.1", "framework": "fsdp", **GPU8}, "Qwen3-8B", "rejects",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136", None),
+    "u10-071-fsdp-embedding-bucket-raised": (
+        {"verl_version": "0.7.1", "framework": "fsdp", **GPU8,
+         "overrides": [f"{ROLL}checkpoint_engine.update_weights_bucket_megabytes=2560"]}, "Qwen3-8B", "runs",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136", None),
+    "u11-071-megatron-embedding-bf16": (
+        {"verl_version": "0.7.1", "framework": "megatron", **GPU8}, "Qwen3-8B", "runs",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 (bf16: 1187 MB)", None),
+    "u12-080-fsdp-embedding-sent-alone": (
+        {"verl_version": "0.8.0", "framework": "fsdp", **GPU8}, "Qwen3-8B", "runs",
+        "verl 0.8.0 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 (asserts only with shm)", None),
 }

@@ -208,6 +208,8 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "agent_workers": keys(A + "rollout.agent.num_workers"),
     "max_num_seqs": keys(A + "rollout.max_num_seqs"),
     "calculate_log_probs": keys(A + "rollout.calculate_log_probs"),
+    "weights_bucket_mb": keys(A + "rollout.checkpoint_engine.update_weights_bucket_megabytes"),
+    "model_dtype@fsdp": keys(A + "actor.fsdp_config.model_dtype"),
     "rollout_ep": keys(A + "rollout.expert_parallel_size"),
     "lora_rank": keys(A + "model.lora_rank"),
     "lora_rank_new": keys(A + "model.lora.rank"),  # 0.9's validate_config reads it first, lora_rank if it is <= 0

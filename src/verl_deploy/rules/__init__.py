@@ -319,6 +319,12 @@ RULES: tuple[Rule, ...] = (
                                      "gpus_per_node % tensor_model_parallel_size (under expert_parallel_size > 1 "
                                      "to 0.7.1, data_parallel_size > 1 from 0.8.0)",
     }),
+    Rule(rollout.vllm_weight_bucket_fits_embedding, {
+        "0.7.1 legacy workers, vLLM": "verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 "
+                                      "async_send_weights assert offset + weight.nbytes <= bucket_size; "
+                                      "verl/workers/rollout/vllm_rollout/vllm_rollout.py:166-167 bucket_size_mb "
+                                      "from checkpoint_engine.update_weights_bucket_megabytes",
+    }),
     Rule(legacy_actor.legacy_fsdp_grad_clip, {
         "0.6.0-0.7.1 legacy FSDP": "verl/workers/actor/dp_actor.py:276 (0.6.0), 284 (0.6.1), 310 (0.7.0), 392 (0.7.1) "
                                    "_optimizer_step assert grad_clip is not None",
