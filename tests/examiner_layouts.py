@@ -359,4 +359,124 @@ AFTER: dict[str, tuple[dict, str, str, str, object]] = {
         {"verl_version": "0.6.1", "framework": "fsdp", **GPU8, "batch_size": 8, "mini_batch_size": 8,
          "gen_batch_size": 12, "n_resp_per_prompt": 3}, "Qwen3-8B", "runs",
         "verl 0.6.1 verl/workers/fsdp_workers.py:906 -> verl/protocol.py:882", ("chunk", {"rows": 36, "workers": 2})),
+    # written with the rules for the inventory's last rows (issue 24, item 3): each rejects case beside a neighbour
+    # one setting away that verl runs
+    # 0.7.0 main_ppo with use_legacy_worker_impl=disable trains with engine_workers.ActorRolloutRefWorker, whose
+    # TrainingWorker.train_mini_batch asserts mini x n % DP == 0; the legacy FSDP worker (the default) floors it
+    "x13-070-engine-workers-mini-vs-dp": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "batch_size": 8,
+         "mini_batch_size": 4, "n_resp_per_prompt": 3, "overrides": ["trainer.use_legacy_worker_impl=disable"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/engine_workers.py:198",
+        ("engine_train_mini_batch", {"rows_per_dp": 3, "mini_batch_size": 12, "dp": 8})),
+    "x14-070-legacy-workers-mini-vs-dp": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "batch_size": 8,
+         "mini_batch_size": 4, "n_resp_per_prompt": 3}, "Qwen3-8B", "runs",
+        "verl 0.7.0 verl/workers/fsdp_workers.py:244 (ppo_mini_batch_size 12 // 8 = 1 > 0), dp_actor data.split",
+        ("legacy_split", {"rows_per_dp": 3, "normalized_mini": 1})),
+    # MegatronPPOActor._validate_config: shuffle on needs data_loader_seed, null by default on 0.6.x, 42 from 0.7.0
+    "x17-061-megatron-shuffle-without-seed": (
+        {"verl_version": "0.6.1", "framework": "megatron", **GPU8, "overrides": [f"{ACTOR}shuffle=True"]},
+        "Qwen3-8B", "rejects", "verl 0.6.1 verl/workers/actor/megatron_actor.py:161",
+        ("megatron_validate", {"config_yaml": CONFIG})),
+    "x18-070-megatron-shuffle-seed-default": (
+        {"verl_version": "0.7.0", "framework": "megatron", **GPU8, "overrides": [f"{ACTOR}shuffle=True"]},
+        "Qwen3-8B", "runs", "verl 0.7.0 verl/workers/actor/megatron_actor.py:174",
+        ("megatron_validate", {"config_yaml": CONFIG})),
+    # DataParallelPPOActor._optimizer_step asserts a gradient clip
+    "x19-070-fsdp-grad-clip-null": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}grad_clip=null"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/actor/dp_actor.py:310",
+        ("fsdp_optimizer_step", {"config_yaml": CONFIG})),
+    "x20-070-fsdp-grad-clip-half": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "overrides": [f"{ACTOR}grad_clip=0.5"]},
+        "Qwen3-8B", "runs", "verl 0.7.0 verl/workers/actor/dp_actor.py:310",
+        ("fsdp_optimizer_step", {"config_yaml": CONFIG})),
+    # the legacy Megatron worker hands the actor rollout.log_prob_micro_batch_size_per_gpu; fixed micro-batches
+    # assert it is set
+    "x23-070-megatron-log-prob-micro-null": (
+        {"verl_version": "0.7.0", "framework": "megatron", **GPU8, "features": FIXED,
+         "overrides": [f"{ROLL}log_prob_micro_batch_size_per_gpu=null"]}, "Qwen3-8B", "rejects",
+        "verl 0.7.0 verl/workers/actor/megatron_actor.py:209", ("megatron_log_prob", {"config_yaml": CONFIG})),
+    "x24-070-megatron-log-prob-micro-set": (
+        {"verl_version": "0.7.0", "framework": "megatron", **GPU8, "features": FIXED,
+         "overrides": [f"{ROLL}log_prob_micro_batch_size_per_gpu=2"]}, "Qwen3-8B", "runs",
+        "verl 0.7.0 verl/workers/actor/megatron_actor.py:209", ("megatron_log_prob", {"config_yaml": CONFIG})),
+    # fixed micro-batches on the engine workers' log-prob pass, 6 rows per rank (16 x 3 / 8): 0.7.0 chunks them
+    # into 6 // micro pieces (one piece of 6 for micro 4; none for micro 8, a division by zero); 0.7.1 asserts
+    # 6 % micro == 0
+    "x25-070-engine-log-prob-micro-one-piece": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=4"]},
+        "Qwen3-8B", "runs", "verl 0.7.0 verl/workers/engine/utils.py:88 -> verl/utils/tensordict_utils.py:299",
+        ("micro_batches", {"rows": 6, "micro": 4})),
+    "x26-070-engine-log-prob-micro-above-rows": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=8"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/engine/utils.py:88 -> verl/utils/tensordict_utils.py:299",
+        ("micro_batches", {"rows": 6, "micro": 8})),
+    "x27-071-engine-log-prob-micro-uneven": (
+        {"verl_version": "0.7.1", "algorithm": "grpo", "framework": "fsdp", **GPU8, "features": FIXED, "batch_size": 16,
+         "mini_batch_size": 16, "n_resp_per_prompt": 3,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ROLL}log_prob_micro_batch_size_per_gpu=4"]},
+        "Qwen3-8B", "rejects", "verl 0.7.1 verl/workers/engine/utils.py:92", ("micro_batches", {"rows": 6, "micro": 4})),
+}
+
+# Written with AFTER's last rows, for checks whose code cannot run here (it imports vLLM, or builds the Megatron
+# engine's process groups first): judged by plan against the cited code only.
+UNPROBED: dict[str, tuple[dict, str, str, str, object]] = {
+    "u01-070-engine-workers-megatron-no-mbridge": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": ["trainer.use_legacy_worker_impl=disable", f"{ACTOR}megatron.use_mbridge=False"]},
+        "Qwen3-8B", "rejects", "verl 0.7.0 verl/workers/engine/megatron/transformer_impl.py:77", None),
+    "u02-070-legacy-megatron-no-mbridge": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": [f"{ACTOR}megatron.use_mbridge=False"]}, "Qwen3-8B", "runs",
+        "verl 0.7.0 verl/workers/megatron_workers.py:164 (only fp16 needs mbridge there)", None),
+    # 4 nodes x 8: a rollout replica of TP 16 x DP 2 spans 4 nodes; each node's server gets gpus_per_node 8,
+    # which TP 16 does not divide; TP 8 x DP 4 does
+    "u03-091-vllm-tp-above-node-with-dp": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
+         "overrides": [f"{ROLL}data_parallel_size=2"]}, "Qwen3-8B", "rejects",
+        "verl 0.9.1 verl/workers/rollout/vllm_rollout/vllm_async_server.py:385", None),
+    "u04-091-vllm-tp-node-with-dp": (
+        {"verl_version": "0.9.1", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 8,
+         "overrides": [f"{ROLL}data_parallel_size=4"]}, "Qwen3-8B", "runs",
+        "verl 0.9.1 verl/workers/rollout/vllm_rollout/vllm_async_server.py:385", None),
+    # to 0.7.1 the server checks it only with expert parallel on (RolloutConfig makes EP = TP x DP)
+    "u05-070-vllm-tp-above-node-no-ep": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
+         "overrides": [f"{ROLL}data_parallel_size=2"]}, "Qwen3-30B-A3B", "runs",
+        "verl 0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py:327 (if expert_parallel_size > 1)", None),
+    "u06-070-vllm-tp-above-node-with-ep": (
+        {"verl_version": "0.7.0", "framework": "fsdp", **GPU8, "nnodes": 4, "master_addr": "10.0.0.1", "gen_tp": 16,
+         "overrides": [f"{ROLL}data_parallel_size=2", f"{ROLL}expert_parallel_size=32"]}, "Qwen3-30B-A3B", "rejects",
+        "verl 0.7.0 verl/workers/rollout/vllm_rollout/vllm_async_server.py:328", None),
+    # GRPO's KL loss builds a reference worker; the legacy Megatron one asserts its load_weight matches the actor's
+    # (in _build_model_optimizer, after Megatron's process groups are up)
+    "u07-070-megatron-ref-load-weight-differs": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": [f"{ACTOR}load_weight=False"]}, "Qwen3-8B", "rejects",
+        "verl 0.7.0 verl/workers/megatron_workers.py:441", None),
+    "u08-070-megatron-ref-load-weight-both-off": (
+        {"verl_version": "0.7.0", "algorithm": "grpo", "framework": "megatron", **GPU8,
+         "overrides": [f"{ACTOR}load_weight=False", "actor_rollout_ref.ref.load_weight=False"]}, "Qwen3-8B", "runs",
+        "verl 0.7.0 verl/workers/megatron_workers.py:440 (checked only when ref.load_weight)", None),
+    # 0.7.1's vLLM weight sender (legacy workers, colocated): every tensor must fit the 2048 MB bucket; the FSDP actor
+    # holds fp32 weights, so Qwen3-8B's embedding (151936 x 4096 x 4 bytes = 2374 MB) does not (verl issue 5952:
+    # the same shape, Qwen3-VL-8B, on 0.7.1); a 2560 MB bucket, or bf16 weights, fit it
+    "u09-071-fsdp-embedding-above-bucket": (
+        {"verl_version": "0.7.1", "framework": "fsdp", **GPU8}, "Qwen3-8B", "rejects",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136", None),
+    "u10-071-fsdp-embedding-bucket-raised": (
+        {"verl_version": "0.7.1", "framework": "fsdp", **GPU8,
+         "overrides": [f"{ROLL}checkpoint_engine.update_weights_bucket_megabytes=2560"]}, "Qwen3-8B", "runs",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136", None),
+    "u11-071-megatron-embedding-bf16": (
+        {"verl_version": "0.7.1", "framework": "megatron", **GPU8}, "Qwen3-8B", "runs",
+        "verl 0.7.1 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 (bf16: 1187 MB)", None),
+    "u12-080-fsdp-embedding-sent-alone": (
+        {"verl_version": "0.8.0", "framework": "fsdp", **GPU8}, "Qwen3-8B", "runs",
+        "verl 0.8.0 verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 (asserts only with shm)", None),
 }

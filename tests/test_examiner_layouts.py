@@ -30,7 +30,7 @@ from collections import defaultdict
 import pytest
 
 import realverl
-from examiner_layouts import AFTER, CONFIG, EXAMINER
+from examiner_layouts import AFTER, CONFIG, EXAMINER, UNPROBED
 from test_heldout_layouts import MORE as HELDOUT_PROBES
 from test_layout_rules import MORE_PROBES as LAYOUT_PROBES
 from test_runtime_rules import (PROBE, V1_PAD, composed_yaml, errors, mcore_site, models,  # noqa: F401
@@ -175,6 +175,36 @@ def policy_loss_fn(config_yaml):
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
     return get_policy_loss_fn(composed(config_yaml).actor_rollout_ref.actor.policy_loss.loss_mode).__name__
 
+def megatron_validate(config_yaml):
+    # MegatronPPOActor._validate_config on the actor config the legacy Megatron worker hands it
+    fn = load_function(verl_file("workers/actor/megatron_actor.py"), "_validate_config", "MegatronPPOActor")
+    class Self: pass
+    fn(Self(), composed(config_yaml).actor_rollout_ref.actor)
+
+def fsdp_optimizer_step(config_yaml):
+    # DataParallelPPOActor._optimizer_step up to its first use of the optimizer
+    fn = load_function(verl_file("workers/actor/dp_actor.py"), "_optimizer_step", "DataParallelPPOActor")
+    class Self:
+        def __getattr__(self, name): raise Reached()
+    me = Self(); me.config = composed(config_yaml).actor_rollout_ref.actor
+    fn(me)
+
+def megatron_log_prob(config_yaml):
+    # the legacy Megatron worker's compute_log_prob puts rollout.log_prob_* into meta_info (megatron_workers.py
+    # data.meta_info[...] = self.config.rollout.log_prob_*), then MegatronPPOActor.compute_log_prob asserts
+    import torch
+    from verl.protocol import DataProto
+    rollout = composed(config_yaml).actor_rollout_ref.rollout
+    data = DataProto.from_dict({"input_ids": torch.zeros(2, 4)}, meta_info={
+        "use_dynamic_bsz": rollout.log_prob_use_dynamic_bsz, "temperature": 1.0,
+        "micro_batch_size": rollout.log_prob_micro_batch_size_per_gpu,
+        "max_token_len": rollout.log_prob_max_token_len_per_gpu})
+    fn = load_function(verl_file("workers/actor/megatron_actor.py"), "compute_log_prob", "MegatronPPOActor")
+    class Self:
+        actor_module = []
+        def __getattr__(self, name): raise Reached()
+    fn(Self(), data)
+
 def tracking(backends):
     os.environ["VERL_FILE_LOGGER_ROOT"] = tempfile.mkdtemp()
     from verl.utils.tracking import Tracking
@@ -255,7 +285,7 @@ def test_the_override_a_refusal_names_is_one_plan_then_accepts(models):
     """Every refusal of an examiner layout whose fix is `--override KEY=VALUE`: with that override applied, the
     refusal is gone (the fix names a value verl takes, not just a different one)."""
     tried = 0
-    for name, (flags, model, verdict, _where, _ground) in {**EXAMINER, **AFTER}.items():
+    for name, (flags, model, verdict, _where, _ground) in {**EXAMINER, **AFTER, **UNPROBED}.items():
         for finding in refusals(flags, models[model]):
             match = re.search(r"--override (\S+=[^\s,)]+)", finding.fix or "")
             if not match:
@@ -270,11 +300,26 @@ def test_the_override_a_refusal_names_is_one_plan_then_accepts(models):
 
 def test_the_layouts_written_after_the_measurement_agree_too(models, tmp_path):
     """AFTER (examiner_layouts.py): registry names and the FSDP optimizer's scheduler, written after the first
-    measurement; verl's own code runs every one of them here."""
+    measurement, and the checks the rule inventory listed last (0.7.0's engine workers, the legacy actors' grad_clip,
+    shuffle seed and micro-batch settings); verl's own code runs every one of them here."""
     verdicts = verl_verdicts(models, tmp_path, AFTER)
     wrong = []
     for name, (flags, model, verdict, _where, _ground) in AFTER.items():
         refused = refusals(flags, models[model])
         if bool(refused) != (verdict == "rejects") or verdicts[name] != (verdict == "runs"):
             wrong.append((name, verdict, [f.line() for f in refused][:1], verdicts[name]))
+    assert not wrong, "\n".join(map(str, wrong))
+
+
+def test_the_checks_no_cpu_runs_are_refused_and_accepted_as_their_code_says(models):
+    """UNPROBED (examiner_layouts.py): the Megatron engine's mbridge assert on 0.7.0's engine workers and the vLLM
+    server's devices-per-node over TP; their code imports vLLM or builds process groups first, so plan is judged
+    against the cited lines, and every refusal names a flag or an override."""
+    wrong = []
+    for name, (flags, model, verdict, _where, _ground) in UNPROBED.items():
+        refused = refusals(flags, models[model])
+        if bool(refused) != (verdict == "rejects"):
+            wrong.append((name, verdict, [f.line() for f in refused][:2]))
+        for finding in refused:
+            assert finding.fix and ("--" in finding.fix), finding
     assert not wrong, "\n".join(map(str, wrong))

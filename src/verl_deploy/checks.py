@@ -33,6 +33,8 @@ class Facts:
     max_position_embeddings: int | None = None
     rope_factor: float | None = None
     num_experts: int | None = None
+    vocab_size: int | None = None  # with hidden_size: the embedding's (and LM head's) shape, the largest tensor
+    hidden_size: int | None = None
 
 
 def _int_field(data: dict, *names: str) -> int | None:
@@ -73,6 +75,8 @@ def read_model_facts(model_path: str) -> Facts:
         max_position_embeddings=_int_field(data, "max_position_embeddings"),
         rope_factor=float(factor) if factor else None,
         num_experts=_int_field(data, "num_experts", "num_local_experts", "n_routed_experts", "num_moe_experts"),
+        vocab_size=_int_field(data, "vocab_size"),
+        hidden_size=_int_field(data, "hidden_size"),
     )
 
 

@@ -184,6 +184,13 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "log_prob_max_token_len": keys(A + "rollout.log_prob_max_token_len_per_gpu"),
     "ref_log_prob_max_token_len": keys(A + "ref.log_prob_max_token_len_per_gpu"),
     "actor_use_dynamic_bsz": keys(A + "actor.use_dynamic_bsz"),
+    "ref_log_prob_micro_batch_size_global": keys(A + "ref.log_prob_micro_batch_size"),
+    # the legacy actors' own settings (dp_actor, megatron_actor)
+    "actor_grad_clip": keys(A + "actor.grad_clip"),
+    "actor_shuffle": keys(A + "actor.shuffle"),
+    "actor_data_loader_seed": keys(A + "actor.data_loader_seed"),
+    "actor_load_weight": keys(A + "actor.load_weight"),
+    "ref_load_weight": keys(A + "ref.load_weight"),
     "log_prob_use_dynamic_bsz": keys(A + "rollout.log_prob_use_dynamic_bsz"),
     # layout
     "ulysses_sp@fsdp": keys(A + "actor.ulysses_sequence_parallel_size"),
@@ -201,6 +208,8 @@ READ_KEYS: dict[str, tuple[Key, ...]] = {
     "agent_workers": keys(A + "rollout.agent.num_workers"),
     "max_num_seqs": keys(A + "rollout.max_num_seqs"),
     "calculate_log_probs": keys(A + "rollout.calculate_log_probs"),
+    "weights_bucket_mb": keys(A + "rollout.checkpoint_engine.update_weights_bucket_megabytes"),
+    "model_dtype@fsdp": keys(A + "actor.fsdp_config.model_dtype"),
     "rollout_ep": keys(A + "rollout.expert_parallel_size"),
     "lora_rank": keys(A + "model.lora_rank"),
     "lora_rank_new": keys(A + "model.lora.rank"),  # 0.9's validate_config reads it first, lora_rank if it is <= 0

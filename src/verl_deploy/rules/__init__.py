@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 from verl_deploy.compiler import Plan
 from verl_deploy.findings import Finding, error, info, warning
-from verl_deploy.rules import algorithm, async_modes, batch, layout, lengths, model, rollout
+from verl_deploy.rules import algorithm, async_modes, batch, layout, legacy_actor, lengths, model, rollout
 from verl_deploy.rules.context import RuleContext, WrongType, plan_values, release
 
 
@@ -36,6 +36,9 @@ RULES: tuple[Rule, ...] = (
         "0.8.0-0.9.1 (engine workers)": "verl/utils/tensordict_utils.py:588 make_iterator, called from "
                                         "verl/workers/engine_workers.py:264 (0.8.0), 272 (0.9.0), 273 (0.9.1)",
         "0.7.1 one-step-off (engine workers)": "verl/utils/tensordict_utils.py:556, engine_workers.py:245",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable (engine workers)": "verl/utils/tensordict_utils.py:523 "
+                                                                          "make_iterator, called from "
+                                                                          "verl/workers/engine_workers.py:204",
         "0.6.0-0.7.1 legacy FSDP (runs)": "verl/workers/actor/dp_actor.py:388 (0.6.0), 404 (0.6.1), 430 (0.7.0), "
                                           "548 (0.7.1) data.split(ppo_mini_batch_size): uneven last mini-batch",
     }),
@@ -49,6 +52,8 @@ RULES: tuple[Rule, ...] = (
     Rule(batch.mini_batch_divides_dp, {
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine_workers.py:239 (0.7.1), 258 (0.8.0), 266 (0.9.0), "
                                         "267 (0.9.1) assert mini_batch_size % dp == 0",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable": "verl/workers/engine_workers.py:198 assert mini_batch_size "
+                                                          "% dp == 0",
         "0.6.0-0.7.1 legacy FSDP": "verl/workers/fsdp_workers.py:236 (0.6.0), 237 (0.6.1), 244 (0.7.0), 251 (0.7.1) "
                                    "assert ppo_mini_batch_size > 0 after normalization, then % micro at "
                                    "verl/workers/fsdp_workers.py:248-252 (0.6.0), 249-253 (0.6.1), 256-260 (0.7.0), "
@@ -91,11 +96,22 @@ RULES: tuple[Rule, ...] = (
                                         "616-637 (0.9.1) assert use_dynamic_bsz == log_prob_use_dynamic_bsz, "
                                         "token budgets / micro-batch sizes not None",
         "0.7.1 (engine workers)": "verl/workers/engine_workers.py:515-536",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable": "verl/workers/engine_workers.py:451-472",
+        "0.6.0-0.7.1 legacy Megatron": "verl/workers/actor/megatron_actor.py:190-193 (0.6.0-0.6.1), 206-209 (0.7.0), "
+                                       "227-230 (0.7.1) compute_log_prob; verl/workers/actor/megatron_actor.py:379 "
+                                       "(0.6.0), 396 (0.6.0), 382 (0.6.1), 399 (0.6.1), 420 (0.7.0), 437 (0.7.0), "
+                                       "441 (0.7.1), 462 (0.7.1) forward_backward_batch assert max_token_len / "
+                                       "micro_batch_size is not None; verl/workers/megatron_workers.py:282 (0.6.0), "
+                                       "289 (0.6.1), 350 (0.7.0), 371 (0.7.1) the reference's micro-batch size",
     }),
     Rule(batch.megatron_fixed_micro_batches, {
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/utils.py:93 (0.7.1), 92 (0.8.0), 126 (0.9.0-0.9.1) "
                                         "prepare_micro_batches assert; verl/workers/engine/megatron/transformer_impl.py:"
                                         "556 (0.7.1), 630 (0.8.0), 906 (0.9.0), 915 (0.9.1) num_batches_divided_by",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable": "verl/workers/engine/utils.py:88 chunk_tensordict; "
+                                                          "verl/utils/tensordict_utils.py:299 assert equal chunks; "
+                                                          "verl/workers/engine/megatron/transformer_impl.py:495 "
+                                                          "num_batches_divided_by",
     }),
     Rule(algorithm.resume_path_is_given, {
         "0.6.0-0.9.1": "verl/trainer/ppo/ray_trainer.py:847 (0.6.0), 861 (0.6.1), 1028 (0.7.0), 944 (0.7.1), "
@@ -184,7 +200,8 @@ RULES: tuple[Rule, ...] = (
         "0.8.0-0.9.1 (fully-async)": "verl/experimental/fully_async_policy/fully_async_rollouter.py:413-417 (0.8.0), "
                                      "350-354 (0.9.0), 350-354 (0.9.1) assert not hybrid_engine, "
                                      "train_batch_size == 0, gen_batch_size == 1, trigger_parameter_sync_step >= 1; "
-                                     "690 (0.8.0), 733 (0.9.0-0.9.1) assert calculate_log_probs",
+                                     "verl/experimental/fully_async_policy/fully_async_rollouter.py:690 (0.8.0), "
+                                     "733 (0.9.0-0.9.1) assert calculate_log_probs",
         "0.7.1 (fully-async, source checkout)": "the same asserts at lines 66-70 of fully_async_rollouter.py at tag "
                                                 "v0.7.1 (its wheel packages no .py file of fully_async_policy)",
     }),
@@ -242,10 +259,15 @@ RULES: tuple[Rule, ...] = (
     Rule(layout.megatron_engine_needs_mbridge, {
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/megatron/transformer_impl.py:83 (0.7.1), 90 (0.8.0), "
                                         "191 (0.9.0-0.9.1) assert use_mbridge",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable": "verl/workers/engine/megatron/transformer_impl.py:77 assert "
+                                                          "use_mbridge",
     }),
     Rule(batch.engine_fixed_micro_batches, {
         "0.7.1-0.9.1 (engine workers)": "verl/workers/engine/utils.py:92 (0.7.1), 91 (0.8.0), 125 (0.9.0-0.9.1) "
                                         "prepare_micro_batches assert total_data_size % micro_batch_size_per_gpu",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable": "verl/workers/engine/utils.py:88 prepare_micro_batches "
+                                                          "chunk_tensordict(data, len // micro); "
+                                                          "verl/utils/tensordict_utils.py:299 assert equal chunks",
     }),
     Rule(batch.balance_batch_splits_evenly, {
         "0.6.0-0.7.1 (legacy workers, balance_batch off)": "verl/protocol.py:880-882 (0.6.0-0.6.1), 885 (0.7.0), 873 (0.7.1) "
@@ -253,6 +275,10 @@ RULES: tuple[Rule, ...] = (
                                                            "verl/single_controller/base/decorator.py:256 (0.6.0), 259 (0.6.1), "
                                                            "273 (0.7.0), 249 (0.7.1) "
                                                            "dispatch_nd_compute_dataproto",
+        "0.7.0 main_ppo, use_legacy_worker_impl=disable, balance_batch off": "verl/utils/tensordict_utils.py:299 "
+                                                                            "chunk_tensordict assert, from "
+                                                                            "verl/single_controller/base/decorator.py:81"
+                                                                            " _split_args_kwargs_data_proto",
         "0.6.0-0.9.1 (legacy trainer, recipes)": "verl/utils/seqlen_balancing.py:103 (0.6.0), 113 (0.6.1), "
                                                  "147 (0.7.0-0.9.1) karmarkar_karp assert len % k_partitions; "
                                                  "get_seqlen_balanced_partitions called from "
@@ -286,6 +312,28 @@ RULES: tuple[Rule, ...] = (
         "0.6.1-0.9.1": "verl/workers/rollout/vllm_rollout/utils.py:34 (0.6.1-0.7.0), 82 (0.7.1), 83 (0.8.0), "
                        "96 (0.9.0), 98 (0.9.1) get_vllm_max_lora_rank raise ValueError; called from "
                        "verl/utils/config.py:200 (0.7.1-0.9.0), 215 (0.9.1)",
+    }),
+    Rule(rollout.vllm_rollout_tp_divides_node, {
+        "0.6.0-0.9.1 (vLLM server)": "verl/workers/rollout/vllm_rollout/vllm_async_server.py:227 (0.6.0), 250 (0.6.1), "
+                                     "328 (0.7.0), 355 (0.7.1), 305 (0.8.0), 338 (0.9.0), 385 (0.9.1) assert "
+                                     "gpus_per_node % tensor_model_parallel_size (under expert_parallel_size > 1 "
+                                     "to 0.7.1, data_parallel_size > 1 from 0.8.0)",
+    }),
+    Rule(rollout.vllm_weight_bucket_fits_embedding, {
+        "0.7.1 legacy workers, vLLM": "verl/workers/rollout/vllm_rollout/bucketed_weight_transfer.py:136 "
+                                      "async_send_weights assert offset + weight.nbytes <= bucket_size; "
+                                      "verl/workers/rollout/vllm_rollout/vllm_rollout.py:166-167 bucket_size_mb "
+                                      "from checkpoint_engine.update_weights_bucket_megabytes",
+    }),
+    Rule(legacy_actor.legacy_fsdp_grad_clip, {
+        "0.6.0-0.7.1 legacy FSDP": "verl/workers/actor/dp_actor.py:276 (0.6.0), 284 (0.6.1), 310 (0.7.0), 392 (0.7.1) "
+                                   "_optimizer_step assert grad_clip is not None",
+    }),
+    Rule(legacy_actor.legacy_megatron_actor_settings, {
+        "0.6.0-0.7.1 legacy Megatron": "verl/workers/actor/megatron_actor.py:161 (0.6.0-0.6.1), 174 (0.7.0), 195 "
+                                       "(0.7.1) _validate_config assert data_loader_seed with shuffle; "
+                                       "verl/workers/megatron_workers.py:358 (0.6.0), 365 (0.6.1), 441 (0.7.0), "
+                                       "463 (0.7.1) assert actor.load_weight == ref.load_weight",
     }),
     Rule(lengths.rollout_batched_tokens_fit, {
         "0.6.0-0.6.1 (mode sync, chunked prefill on)": "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:162 "

@@ -153,7 +153,7 @@ def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
     log_prob_use_dynamic_bsz (which defaults to it), and the token budgets (dynamic) or the micro-batch sizes
     (fixed) of both must be set: asserts when the worker is built, after the model is loaded."""
     if not ctx.engine_workers:
-        return []
+        return _legacy_megatron_batch_settings(ctx)
     dynamic = ctx.dynamic
     log_prob = ctx.get("log_prob_use_dynamic_bsz", None)
     found: list[Finding] = []
@@ -173,6 +173,21 @@ def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
     return found
 
 
+def _legacy_megatron_batch_settings(ctx: RuleContext) -> list[Finding]:
+    """The legacy Megatron worker hands the actor its token budget (dynamic) or micro-batch size (fixed) for each
+    pass, and MegatronPPOActor asserts it is set; the reference worker asserts a micro-batch size when it starts."""
+    if ctx.framework != "megatron":
+        return []
+    needed = ["log_prob_max_token_len", "actor_max_token_len"] if ctx.dynamic else \
+        ["log_prob_micro_batch_size", "actor_micro_batch_size"]
+    if _uses_reference(ctx) and not ctx.get("ref_log_prob_micro_batch_size_global"):
+        needed.append("ref_log_prob_micro_batch_size")
+    return [error("overrides", f"{ctx.key(knob)} is null: verl {ctx.spec.verl_version}'s Megatron actor asserts it is "
+                  f"set (dynamic batching {'on' if ctx.dynamic else 'off'})",
+                  f"give {ctx.key(knob)} a number (or drop the --override that clears it)")
+            for knob in needed if ctx.is_null(knob)]
+
+
 def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
     """Megatron engine with fixed micro-batches: each rank's mini-batch (mini x n / DP samples) must split into
     whole micro-batches (engine/utils.py prepare_micro_batches asserts), and with virtual pipeline parallel the
@@ -184,7 +199,7 @@ def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
     micro = ctx.number("actor_micro_batch_size", 1)
     if micro <= 0 or per_rank <= 0:
         return []
-    if per_rank % micro:
+    if _fixed_split_fails(per_rank, micro, ctx.version):
         return [error("mini_batch_size", f"each rank's mini-batch of {per_rank} samples (mini {ctx.mini} x {ctx.n} / DP "
                       f"{ctx.dp}) does not split into micro-batches of {micro}: verl {ctx.spec.verl_version}'s "
                       "prepare_micro_batches asserts it", "choose a mini-batch size whose mini x responses / DP is a "
@@ -197,6 +212,16 @@ def megatron_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
                       "groups micro-batches per virtual stage)", f"make mini x responses / DP / micro a multiple of "
                       f"{ctx.pp}, or turn dynamic_batch on, or vpp off")]
     return []
+
+
+def _fixed_split_fails(rows: int, micro: int, version: tuple[int, int, int]) -> bool:
+    """Does prepare_micro_batches fail to split a rank's ROWS into fixed micro-batches of MICRO? 0.7.1+ asserts
+    rows % micro == 0; 0.7.0 chunks into rows // micro pieces (tensordict_utils.chunk_tensordict asserts an equal
+    split, and a zero count divides by zero)."""
+    if version < (0, 7, 1):
+        pieces = rows // micro
+        return pieces == 0 or rows % pieces != 0
+    return rows % micro != 0
 
 
 def _uses_reference(ctx: RuleContext) -> bool:
@@ -218,7 +243,7 @@ def engine_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
         passes.insert(0, ("actor_micro_batch_size", ctx.mini * ctx.n // ctx.dp, "each update (mini-batch)"))
     for knob, rows, what in passes:
         micro = ctx.number(knob, 1) if ctx.sent(knob) and not ctx.is_null(knob) else 1
-        if rows <= 0 or micro <= 0 or rows % micro == 0:
+        if rows <= 0 or micro <= 0 or not _fixed_split_fails(rows, micro, ctx.version):
             continue
         good = [d for d in range(1, rows + 1) if rows % d == 0]
         return [error("override" if ctx.from_override(knob) else "mini_batch_size",
@@ -259,13 +284,15 @@ def balance_batch_splits_evenly(ctx: RuleContext) -> list[Finding]:
 def _dispatch_chunks_evenly(ctx: RuleContext) -> list[Finding]:
     """The legacy workers' update_actor / compute_log_prob dispatch (make_nd_compute_dataproto_dispatch_fn over the
     actor's mesh) chunks the step's rows over its data-parallel ranks with _split_args_kwargs_data_proto: no
-    auto-padding there, so DataProto.chunk asserts equal chunks."""
-    if ctx.engine_workers:
+    auto-padding there, so DataProto.chunk asserts equal chunks. 0.7.0's engine workers get the rows as a
+    TensorDict, which the same dispatch splits with tensordict_utils.chunk_tensordict, asserting the same."""
+    if ctx.engine_workers and ctx.version >= (0, 7, 1):
         return []
     rows, parts = ctx.step_batch * ctx.n, ctx.dp
     if parts <= 0 or rows % parts == 0:
         return []
+    how = "chunk_tensordict, which asserts a length divisible by the chunks" if ctx.engine_workers else \
+        "DataProto.chunk, which asserts 'only support equal chunk'"
     return [error("batch_size", f"batch {ctx.step_batch} x {ctx.n} responses = {rows} rows do not split evenly over "
                   f"the {parts} data-parallel ranks: verl {ctx.spec.verl_version}'s workers split each step's rows with "
-                  "DataProto.chunk, which asserts 'only support equal chunk'",
-                  f"make --batch-size x --n-resp-per-prompt a multiple of {parts}")]
+                  f"{how}", f"make --batch-size x --n-resp-per-prompt a multiple of {parts}")]

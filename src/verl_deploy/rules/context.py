@@ -131,13 +131,17 @@ class RuleContext:
     # -- which code verl runs for this launch ------------------------------------------------
     @property
     def engine_workers(self) -> bool:
-        """Which worker code trains. 0.8.0+: only the engine workers. 0.6.x/0.7.0: the recipes import the legacy
-        fsdp_workers / megatron_workers directly. 0.7.1: main_ppo's TaskRunner picks by
-        trainer.use_legacy_worker_impl (`auto` = legacy; one-step-off's yaml sets `disable`)."""
+        """Which worker code trains. 0.8.0+: only the engine workers. 0.6.x: main_ppo and the recipes import the
+        legacy fsdp_workers / megatron_workers for the actor. 0.7.0: so do the recipes, but main_ppo's TaskRunner
+        takes engine_workers.ActorRolloutRefWorker with trainer.use_legacy_worker_impl=disable. 0.7.1: main_ppo
+        picks by trainer.use_legacy_worker_impl (`auto` = legacy; one-step-off's yaml sets `disable`)."""
         if self.version >= (0, 8, 0):
             return True
-        if self.version < (0, 7, 1):
+        if self.version < (0, 7, 0):
             return False
+        if self.version < (0, 7, 1):
+            return (self.plan.entry_module == "verl.trainer.main_ppo"
+                    and str(self.get("use_legacy_worker_impl", "auto")) == "disable")
         # one-step-off's and fully-async's yaml set `disable`
         default = "disable" if self.spec.mode in ("one-step-off", "fully-async") else "auto"
         return str(self.get("use_legacy_worker_impl", default)) == "disable"

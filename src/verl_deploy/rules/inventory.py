@@ -53,6 +53,7 @@ class Check:
     kind: str  # "assert" or "raise"
     condition: str  # the asserted (or raising) condition, unparsed, one line
     message: str  # the message, when it is a literal or f-string, shortened
+    scope: str = ""  # the enclosing class and function, e.g. CriticWorker._build_critic_model_optimizer
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,20 @@ def _walk_with_ifs(node: ast.AST, conditions: tuple[str, ...] = ()) -> Iterator[
             yield from _walk_with_ifs(child, conditions)
 
 
+def _scopes(module: ast.Module) -> list[tuple[int, int, str, bool]]:
+    """(first line, last line, name, is a class) of every class and function, outermost first."""
+    return [(node.lineno, node.end_lineno or node.lineno, node.name, isinstance(node, ast.ClassDef))
+            for node in ast.walk(module) if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _scope_of(line: int, scopes: list[tuple[int, int, str, bool]]) -> str:
+    """'Class.function' around LINE: the innermost class, then the innermost function below it."""
+    around = sorted((s for s in scopes if s[0] <= line <= s[1]), key=lambda s: s[0])
+    classes = [name for _, _, name, is_class in around if is_class]
+    functions = [name for _, _, name, is_class in around if not is_class]
+    return ".".join(([classes[-1]] if classes else []) + ([functions[-1]] if functions else []))
+
+
 def checks_in_file(tree: Path, relative: str) -> list[Check]:
     """The configuration-dependent asserts and raises of one file."""
     source = (tree / relative).read_text(encoding="utf-8", errors="replace")
@@ -107,16 +122,19 @@ def checks_in_file(tree: Path, relative: str) -> list[Check]:
     except SyntaxError:
         return []
     counts = relative in EVERY_CHECK_COUNTS
+    scopes = _scopes(module)
     found: dict[int, Check] = {}
     for node, conditions in _walk_with_ifs(module):
         if isinstance(node, ast.Assert):
             condition = ast.unparse(node.test)
             if counts or _CONFIG_WORDS.search(condition):
-                found[node.lineno] = Check(relative, node.lineno, "assert", _short(condition), _message(node.msg))
+                found[node.lineno] = Check(relative, node.lineno, "assert", _short(condition), _message(node.msg),
+                                           _scope_of(node.lineno, scopes))
         elif isinstance(node, ast.Raise) and conditions:
             condition = conditions[-1]
             if counts or _CONFIG_WORDS.search(condition):
-                found[node.lineno] = Check(relative, node.lineno, "raise", _short(condition), _message(node.exc))
+                found[node.lineno] = Check(relative, node.lineno, "raise", _short(condition), _message(node.exc),
+                                           _scope_of(node.lineno, scopes))
     return [found[line] for line in sorted(found)]
 
 
@@ -184,7 +202,7 @@ def coverage(check: Check, release: str, cited: list[Citation]) -> str:
         if citation.release == release and citation.path == check.path and \
                 citation.first - 3 <= check.line <= citation.last + 3:
             return f"rule {citation.rule}"
-    note = note_for(check.path, check.condition, check.message)
+    note = note_for(check.path, check.condition, check.message, check.scope, release)
     if note is not None:
         return f"{note.state}: {note.reason}"
     return "not covered"

@@ -4,8 +4,9 @@ The inventory (rules/inventory.py) lists every assert/raise on the launch path w
 config-like. A check no rule cites is either reached by `--verify` (verl's config dataclasses and
 validate_config, built on CPU from the config the launch composes), or its inputs are not configuration a user
 sets through verl-deploy (verl's own data structures, a feature verl-deploy never turns on, a code path the
-launch does not take), or it is a hole. Each note below matches checks by file and by words of the check's
-condition or message, and says which of those it is and why; what no note matches stays "not covered", the
+launch does not take), or it is a hole. Each note below matches checks by file, by words of the check's
+condition or message, and where it must by the enclosing class (a CriticWorker's copy of an actor's assert) or the
+releases it holds for, and says which of those it is and why; what no note matches stays "not covered", the
 worklist for the next rule.
 """
 
@@ -21,6 +22,8 @@ class Note:
     words: str  # a regex searched in "condition message"; "" matches every check of the path
     state: str  # "verify" or "not settable"
     reason: str
+    scope: str = ""  # a regex searched in the check's enclosing "Class.function"; "" matches any
+    releases: tuple[str, ...] = ()  # the releases it holds for; () = every release
 
 
 VERIFY = "verify"
@@ -101,16 +104,71 @@ NOTES: tuple[Note, ...] = (
          "fused kernels / per-token loss: settings verl-deploy leaves at verl's defaults"),
     Note("", r"len\(self\.workers\)|worker number|worker count", INTERNAL,
          "the worker count verl's replica creates itself"),
+    # checks of verl's own roles and call order: no setting reaches them
+    Note("", r"self\.role in|self\._is_rollout\b|self\._is_actor\b", INTERNAL,
+         "the worker's role, which verl's trainer assigns itself"),
+    Note("verl/workers/fsdp_workers.py", "", INTERNAL, "the CriticWorker's batch checks: DAPO and GRPO train no "
+         "critic (the actor's copies of these asserts are cited by rules)", scope=r"^CriticWorker\."),
+    Note("verl/workers/actor/megatron_actor.py", r"overlap_moe_expert_parallel_comm", INTERNAL,
+         "return_schedule_plan is passed only when verl itself turns on the 1F1B overlap"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_async_server.py", r"RolloutMode\.HYBRID", INTERNAL,
+         "the server's rollout mode, which verl's replica picks itself"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", r"raw_prompt_ids", INTERNAL,
+         "the batch verl's sharding manager hands the sync rollout"),
+    Note("verl/trainer/ppo/metric_utils.py", r"aborted", INTERNAL,
+         "the rollout's output (every sample aborted), not a setting"),
+    Note("verl/trainer/ppo/rollout_corr_helper.py", r"\.shape", INTERNAL, "tensors verl computes itself"),
+    Note("verl/trainer/ppo/reward.py", r"tokenizer is not None", INTERNAL,
+         "compute_reward_async: verl's trainer passes its own config and tokenizer"),
+    Note("verl/trainer/ppo/ray_trainer.py", r"REMAX", INTERNAL,
+         "REMAX without a reward_fn: main_ppo and the DAPO entry always build reward_fn (load_reward_manager)"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_pd_replica.py", "", INTERNAL,
+         "the prefill/decode disaggregated replica: not turned on"),
+    Note("verl/trainer/ppo/rollout_corr_helper.py", r"rollout_token_veto", INTERNAL,
+         "rollout correction's token veto: verl-deploy sends only what the one-step-off / fully-async configs set"),
+    Note("verl/workers/actor/megatron_actor.py", r"microbatch_group_size_per_vp_stage", INTERNAL,
+         "dynamic batching with virtual pipeline: rearrange_micro_batches was given num_batches_divided_by and "
+         "rounded the count up to a multiple already"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py", r"tensor_parallel_size <= ", INTERNAL,
+         "rollout TP above the devices: plan's layout check refuses a --gen-tp that does not divide the rollout "
+         "devices, and an --override of the key is refused as owned by --gen-tp"),
+    Note("", r"nnodes must be > 0 in standalone mode", INTERNAL,
+         "the standalone rollout pool's nnodes: the launch sends --nnodes (>= 1), and an --override of it is refused "
+         "as owned by --nnodes"),
+    # features and paths verl-deploy never takes
+    Note("verl/experimental/agent_loop/tool_agent_loop.py", r"interaction", INTERNAL,
+         "the tool agent loop's interactions: verl-deploy runs the single-turn agent loop and sends no "
+         "interaction config"),
+    Note("verl/trainer/main_ppo.py", r"dataloader_num_workers", INTERNAL,
+         "the curriculum sampler: verl-deploy sends no data.sampler.class_path"),
+    Note("verl/trainer/main_ppo.py", r"custom_cls", INTERNAL, "a custom dataset class: verl-deploy sends none"),
+    Note("verl/trainer/main_ppo.py", r"strategy", INTERNAL,
+         "the worker class for the actor strategy: verl-deploy sends fsdp2 or megatron"),
+    Note("verl/workers/fsdp_workers.py", r"fsdp_strategy|use_tiled_mlp", INTERNAL,
+         "the FSDP strategy: verl-deploy sends fsdp2 (tiled MLP is not turned on)"),
+    Note("verl/workers/rollout/vllm_rollout/vllm_rollout.py", r"quantization", INTERNAL,
+         "rollout quantization: verl-deploy sends none (the key stays at verl's default, null)"),
+    Note("verl/workers/engine/", "", INTERNAL, "the engine workers: 0.6.x's main_ppo and recipes build the actor "
+         "from fsdp_workers / megatron_workers (the engine path serves only a critic or reward model there)",
+         releases=("0.6.0", "0.6.1")),
+    Note("verl/workers/megatron_workers.py", r"use_mbridge", INTERNAL,
+         "fp16 Megatron training: verl-deploy leaves the dtype at verl's default, bf16"),
+    Note("verl/experimental/agent_loop/agent_loop.py", r"rm_micro_batch_size", INTERNAL,
+         "a reward model's micro-batches: verl-deploy scores with rule-based reward managers"),
     Note("", r"\bself\.mode in|clip_grad is not None|rollouter is None|set_rollouter|not rollout_samples|"
          r"max_queue_size is None|_target_|\bMISSING\b", INTERNAL, "an invariant of verl's own objects"),
 )
 
 
-def note_for(path: str, condition: str, message: str) -> Note | None:
+def note_for(path: str, condition: str, message: str, scope: str = "", release: str = "") -> Note | None:
     """The first reviewed note matching a check, or None (not covered)."""
     text = f"{condition} {message}"
     for note in NOTES:
+        if note.releases and release not in note.releases:
+            continue
         if note.path and not (path == note.path or (note.path.endswith("/") and path.startswith(note.path))):
+            continue
+        if note.scope and not re.search(note.scope, scope):
             continue
         if not note.words or re.search(note.words, text):
             return note

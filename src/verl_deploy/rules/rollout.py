@@ -61,6 +61,54 @@ def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
                   f"multiple of {per_node}")]
 
 
+def vllm_rollout_tp_divides_node(ctx: RuleContext) -> list[Finding]:
+    """vLLMHttpServer.launch_server: with rollout data parallel (0.8.0+: data_parallel_size > 1; 0.6.0-0.7.1: expert
+    parallel on, which RolloutConfig makes TP x DP), each node runs devices-per-node / TP vLLM data-parallel ranks
+    and asserts the devices per node divide by TP. A replica within one node passes its own size (TP x DP),
+    which always does; a replica spanning nodes passes the node's device count."""
+    if ctx.spec.rollout_engine != "vllm":
+        return []
+    if ctx.version < (0, 7, 0) and str(ctx.get("rollout_mode", "sync")) != "async":
+        return []  # 0.6.x's sync rollout starts no server
+    tp, dp = _rollout_tp(ctx), ctx.number("rollout_dp", 1)
+    gate = dp > 1 if ctx.version >= (0, 8, 0) else ctx.number("rollout_ep", 1) > 1
+    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
+            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)
+    per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+    world = tp * dp * ctx.number("rollout_pp", 1)
+    if not gate or tp <= 0 or per_node <= 0 or world <= per_node or per_node % tp == 0:
+        return []
+    fits = [d for d in range(1, per_node + 1) if per_node % d == 0]
+    return [error("gen_tp", f"rollout TP {tp} with rollout DP {dp} spans nodes of {per_node} devices: verl "
+                  f"{ctx.spec.verl_version}'s vLLM server asserts 'gpus_per_node should be divisible by "
+                  "tensor_model_parallel_size'", f"use a --gen-tp that divides {per_node} (one of {fits}), or drop "
+                  f"the --override of {ctx.key('rollout_dp')}")]
+
+
+def vllm_weight_bucket_fits_embedding(ctx: RuleContext) -> list[Finding]:
+    """0.7.1's vLLM ServerAdapter.update_weights (the legacy workers' colocated rollout) sends the actor's weights
+    through BucketedWeightSender, which asserts every tensor fits the bucket of
+    rollout.checkpoint_engine.update_weights_bucket_megabytes (2048 by default). The largest is the embedding (or
+    LM head), vocab x hidden, sent in the actor's own dtype: fp32 on FSDP (fsdp_config.model_dtype), bf16 on
+    Megatron. 0.8.0 sends a tensor larger than the bucket on its own (it asserts only with shared memory)."""
+    if ctx.version != (0, 7, 1) or ctx.spec.rollout_engine != "vllm" or ctx.engine_workers:
+        return []
+    vocab, hidden = ctx.facts.vocab_size, ctx.facts.hidden_size
+    if not vocab or not hidden:
+        return []
+    wide = ctx.framework == "fsdp" and str(ctx.get("model_dtype", "fp32")).lower() in ("fp32", "float32")
+    largest = vocab * hidden * (4 if wide else 2)
+    bucket_mb = ctx.number("weights_bucket_mb", 2048)
+    if largest <= bucket_mb << 20:
+        return []
+    needed = -(-largest // (512 << 20)) * 512  # MB, rounded up to a multiple of 512
+    key = ctx.key("weights_bucket_mb")
+    return [error("overrides", f"the embedding ({vocab} x {hidden}, {'fp32' if wide else 'bf16'}) is "
+                  f"{largest / 2**20:.0f} MB, more than the {bucket_mb} MB weight-update bucket: verl "
+                  f"{ctx.spec.verl_version}'s vLLM weight sender asserts every tensor fits it at the first weight "
+                  "sync", f"--override {key}={needed}")]
+
+
 def vllm_lora_rank(ctx: RuleContext) -> list[Finding]:
     """get_vllm_max_lora_rank (verl/workers/rollout/vllm_rollout/utils.py, 0.6.1+): a LoRA rank above vLLM's
     largest (512) raises ValueError, from validate_config (0.7.1+) or when the vLLM engine is built."""
