@@ -69,12 +69,31 @@ def test_an_oom_in_the_rollout_pool_lowers_the_rollout_memory_not_the_trainers_f
     assert "in the rollout pool" in attempts[1]["reason"], attempts[1]["reason"]
 
 
-def test_an_oom_in_the_trainer_pool_adds_offload(async_trainer):
-    flags, _ = MODES["separate-async"]
+@pytest.mark.parametrize("mode", list(MODES))
+def test_an_oom_in_the_trainer_pool_adds_offload(async_trainer, mode):
+    flags, _ = MODES[mode]
     result = launch(async_trainer, *flags, "--follow", "--json", env={"STANDIN_FAIL": "device_oom",
                                                                       "STANDIN_FAIL_STEP": "3"})
     final = json.loads(result.stdout)
     assert result.returncode == 0 and final["state"] == "succeeded", result.stderr[-3000:]
     attempts = final["attempts"]
     assert attempts[0]["failure"]["phase"] == "actor_update" and attempts[1]["features"] == ["offload"]
-    assert "in the trainer pool" in attempts[1]["reason"], attempts[1]["reason"]
+    assert attempts[1]["changes"].get("gpu_memory_utilization") is None  # the rollout's share is not the fix
+    if mode != "colocate-async":  # colocated: one pool, nothing to name
+        assert "in the trainer pool" in attempts[1]["reason"], attempts[1]["reason"]
+
+
+def test_a_kv_cache_oom_of_the_colocated_async_rollout_lowers_its_memory_share(async_trainer):
+    """colocate-async shares the devices: the rollout's OOM lowers gpu_memory_utilization, like dapo's."""
+    flags, _ = MODES["colocate-async"]
+    result = launch(async_trainer, *flags, "--follow", "--json", env={"STANDIN_FAIL": "rollout_oom"})
+    final = json.loads(result.stdout)
+    assert result.returncode == 0 and final["state"] == "succeeded", result.stderr[-3000:]
+    attempts = final["attempts"]
+    assert attempts[0]["failure"]["phase"] == "rollout"
+    assert set(attempts[1]["changes"]) == {"gpu_memory_utilization"} and attempts[1]["features"] == []
+    shares = []
+    for attempt in attempts:  # what each attempt's run_training.sh really sent
+        script = Path(attempt["log"]).parent / "scripts" / "run_training.sh"
+        shares.append(float(script.read_text().split("rollout.gpu_memory_utilization=", 1)[1].split()[0]))
+    assert shares[1] == attempts[1]["changes"]["gpu_memory_utilization"] < shares[0], shares

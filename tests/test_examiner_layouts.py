@@ -39,15 +39,7 @@ from test_runtime_rules import (PROBE, V1_PAD, composed_yaml, errors, mcore_site
 EXAMINER_PROBES = r'''
 def load_classes(path, names, extra=None):
     """verl's classes `names` from `path`, compiled with the file's imports that load here."""
-    tree = ast.parse(open(path).read(), path)
-    ns = {"__name__": "probe"}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            try:
-                exec(compile(ast.Module([node], []), path, "exec"), ns)
-            except Exception:
-                pass
-    ns.update(extra or {})
+    tree, ns = module_namespace(path, extra)
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name in names:
             exec(compile(ast.Module([node], []), path, "exec"), ns)

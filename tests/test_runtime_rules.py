@@ -54,8 +54,8 @@ def errors(prepared, field: str | None = None):
 PROBE = r'''
 import ast, json, os, sys, tempfile, traceback
 
-def load_function(path, name, cls=None, extra=None):
-    """verl's own function `cls.name` from `path`, compiled with the file's imports that load here."""
+def module_namespace(path, extra=None):
+    """(the parsed file, a namespace holding the file's imports that load here, plus `extra`)."""
     tree = ast.parse(open(path).read(), path)
     ns = {"__name__": "probe"}
     for node in tree.body:
@@ -65,6 +65,11 @@ def load_function(path, name, cls=None, extra=None):
             except Exception:
                 pass
     ns.update(extra or {})
+    return tree, ns
+
+def load_function(path, name, cls=None, extra=None):
+    """verl's own function `cls.name` from `path`, compiled with the file's imports that load here."""
+    tree, ns = module_namespace(path, extra)
     scope = tree.body
     if cls:
         scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls).body
