@@ -273,7 +273,8 @@ TIERS = {
     "test_release_detection.py": ("realverl",), "test_rule_inventory.py": ("realverl",),
     "test_runtime_rules.py": ("realverl",), "test_verify.py": ("realverl",), "test_verify_env.py": ("realverl",),
     "test_verl_accepts.py": ("realverl",), "test_async_modes.py": ("realverl",), "test_layout_rules.py": ("realverl",),
-    "test_migrate.py": ("realverl",), "test_memory_mcore_saves.py": ("realverl",), "test_memory_dynamic_batch.py": ("realverl",), "test_heldout_layouts.py": ("realverl",), "test_clean.py": ("ray",),
+    "test_migrate.py": ("realverl",), "test_memory_mcore_saves.py": ("realverl",), "test_memory_dynamic_batch.py": ("realverl",), "test_heldout_layouts.py": ("realverl",),
+    "test_examiner_layouts.py": ("realverl",), "test_clean.py": ("ray",),
 }
 GROUPS = {
     "test_docker_real.py": "docker", "test_script_failures_docker.py": "docker",  # one dockerd per session
