@@ -295,8 +295,9 @@ def test_an_override_may_not_take_a_key_from_a_field(tmp_path, override, flag):
     what verl receives; the refusal names the flag to use instead."""
     out = tmp_path / "never"
     result = run_cli("generate", "--output-dir", str(out), "-o", override)
-    [line] = [l for l in result.stderr.splitlines() if l.startswith("error:")]
-    assert result.returncode == 1 and line.startswith("error: overrides:") and override in line and flag in line
+    # the refusal of the override is one line; a rule may also judge the config the override makes (n_gpus_per_node=3)
+    [line] = [l for l in result.stderr.splitlines() if l.startswith("error: overrides:")]
+    assert result.returncode == 1 and override in line and flag in line
     assert not out.exists()
 
 

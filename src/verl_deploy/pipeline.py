@@ -48,14 +48,12 @@ def prepare_spec(spec: RunSpec, *, facts: Facts | None = None, check_verl: bool 
     plan = compile_plan(spec, profile)
     from verl_deploy.override_owners import override_findings
 
-    taken_over = override_findings(plan)  # an override must not take a key away from a field or feature
-    findings += taken_over
+    findings += override_findings(plan)  # an override must not take a key away from a field or feature
     findings += without_effect(spec, profile, plan.features)  # a feature asked for that this release cannot send
     from verl_deploy.trackers import tracker_findings
 
     findings += tracker_findings(spec)  # each --logger tracker: in this release, its environment there
-    if not has_errors(taken_over):  # a refused override is not sent: the rules judge nothing it would cause
-        findings += run_rules(plan, facts)  # verl's runtime assertions, per release, on the values sent
+    findings += run_rules(plan, facts)  # verl's runtime assertions, per release, on the values sent
     memory, memory_note = estimate_memory(plan)
     from verl_deploy.memory.findings import memory_findings
 
