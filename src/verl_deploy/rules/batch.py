@@ -121,13 +121,8 @@ def agent_loop_chunks(ctx: RuleContext) -> list[Finding]:
         return []
     workers = ctx.number("agent_workers", ctx.default("agent_workers", 8))
     samples = ctx.gen_batch * ctx.n
-    if workers <= 0 or samples % workers == 0:
-        return []
-    return [error("gen_batch_size", f"{ctx.gen_batch} prompts x {ctx.n} responses = {samples} do not split evenly "
-                  f"over the {workers} agent-loop workers: verl {ctx.spec.verl_version}'s DataProto.chunk asserts "
-                  "'only support equal chunk' at the first rollout",
-                  f"make generation batch x responses a multiple of {workers} (--gen-batch-size / --batch-size / "
-                  f"--n-resp-per-prompt), or --override {ctx.key('agent_workers')}=N with N dividing {samples}")]
+    return _generation_split(ctx, workers, f"the {workers} agent-loop workers", "DataProto.chunk",
+                             f", or --override {ctx.key('agent_workers')}=N with N dividing {samples}")
 
 
 def sync_rollout_chunks(ctx: RuleContext) -> list[Finding]:
@@ -138,14 +133,19 @@ def sync_rollout_chunks(ctx: RuleContext) -> list[Finding]:
     if ctx.version >= (0, 7, 0) or str(ctx.get("rollout_mode", "sync")) != "sync" or ctx.spec.mode != "dapo":
         return []
     groups = ctx.trainer_world // max(1, ctx.number("rollout_tp", ctx.spec.rollout_tp))
+    return _generation_split(ctx, groups, f"the {groups} rollout groups (devices / rollout TP)",
+                             "generate_sequences dispatch")
+
+
+def _generation_split(ctx: RuleContext, parts: int, over: str, splitter: str, other_fix: str = "") -> list[Finding]:
+    """The step's generation batch x n rows split over PARTS with DataProto.chunk, which asserts an equal split."""
     samples = ctx.gen_batch * ctx.n
-    if groups <= 0 or samples % groups == 0:
+    if parts <= 0 or samples % parts == 0:
         return []
     return [error("gen_batch_size", f"{ctx.gen_batch} prompts x {ctx.n} responses = {samples} do not split evenly "
-                  f"over the {groups} rollout groups (devices / rollout TP): verl {ctx.spec.verl_version}'s "
-                  "generate_sequences dispatch asserts 'only support equal chunk' at the first rollout",
-                  f"make generation batch x responses a multiple of {groups} (--gen-batch-size / --batch-size / "
-                  "--n-resp-per-prompt)")]
+                  f"over {over}: verl {ctx.spec.verl_version}'s {splitter} asserts 'only support equal chunk' at the "
+                  "first rollout", f"make generation batch x responses a multiple of {parts} (--gen-batch-size / "
+                  f"--batch-size / --n-resp-per-prompt){other_fix}")]
 
 
 def engine_worker_batch_settings(ctx: RuleContext) -> list[Finding]:
@@ -180,7 +180,7 @@ def _legacy_megatron_batch_settings(ctx: RuleContext) -> list[Finding]:
         return []
     needed = ["log_prob_max_token_len", "actor_max_token_len"] if ctx.dynamic else \
         ["log_prob_micro_batch_size", "actor_micro_batch_size"]
-    if _uses_reference(ctx) and not ctx.get("ref_log_prob_micro_batch_size_global"):
+    if ctx.uses_reference and not ctx.get("ref_log_prob_micro_batch_size_global"):
         needed.append("ref_log_prob_micro_batch_size")
     return [error("overrides", f"{ctx.key(knob)} is null: verl {ctx.spec.verl_version}'s Megatron actor asserts it is "
                   f"set (dynamic batching {'on' if ctx.dynamic else 'off'})",
@@ -224,10 +224,6 @@ def _fixed_split_fails(rows: int, micro: int, version: tuple[int, int, int]) -> 
     return rows % micro != 0
 
 
-def _uses_reference(ctx: RuleContext) -> bool:
-    return ctx.flag("use_kl_loss") or ctx.flag("use_kl_in_reward")
-
-
 def engine_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
     """Engine workers with fixed micro-batches, every pass: prepare_micro_batches (engine/utils.py) asserts each
     rank's rows divide by the pass's micro-batch size: the FSDP update (mini x n / DP rows per rank, by
@@ -237,7 +233,7 @@ def engine_fixed_micro_batches(ctx: RuleContext) -> list[Finding]:
     if not ctx.engine_workers or ctx.dynamic or ctx.dp <= 0:
         return []
     passes = [("log_prob_micro_batch_size", ctx.step_rows // ctx.dp, "the actor's log-prob pass")]
-    if _uses_reference(ctx):
+    if ctx.uses_reference:
         passes.append(("ref_log_prob_micro_batch_size", ctx.step_rows // ctx.dp, "the reference's log-prob pass"))
     if ctx.framework == "fsdp" and (ctx.mini * ctx.n) % ctx.dp == 0:
         passes.insert(0, ("actor_micro_batch_size", ctx.mini * ctx.n // ctx.dp, "each update (mini-batch)"))

@@ -147,6 +147,11 @@ class RuleContext:
         return str(self.get("use_legacy_worker_impl", default)) == "disable"
 
     @property
+    def uses_reference(self) -> bool:
+        """Does the run build the reference policy (a KL loss or a KL penalty in the reward)?"""
+        return self.flag("use_kl_loss") or self.flag("use_kl_in_reward")
+
+    @property
     def v1(self) -> bool:
         """The run goes through verl 0.9's V1 trainer (main_ppo with trainer.use_v1): it pads each step's batch with
         no-op samples to a multiple of lcm(DP, mini-batch x n) before the actor sees it (v1/trainer_base.py

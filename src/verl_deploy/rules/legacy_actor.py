@@ -36,9 +36,8 @@ def legacy_megatron_actor_settings(ctx: RuleContext) -> list[Finding]:
                            f"{ctx.spec.verl_version}'s Megatron actor asserts 'If shuffle dataloader, seed must be "
                            "manually set'", f"add --override {key}=42 (or drop the --override of "
                            f"{ctx.key('actor_shuffle')})"))
-    uses_reference = ctx.flag("use_kl_loss") or ctx.flag("use_kl_in_reward")
     actor_loads, ref_loads = ctx.flag("actor_load_weight", True), ctx.flag("ref_load_weight", True)
-    if uses_reference and ref_loads and actor_loads != ref_loads:
+    if ctx.uses_reference and ref_loads and actor_loads != ref_loads:
         found.append(error("overrides", f"{ctx.key('actor_load_weight')}={actor_loads} but {ctx.key('ref_load_weight')}="
                            f"{ref_loads}: verl {ctx.spec.verl_version}'s Megatron reference worker asserts they are "
                            "equal", f"drop the --override of {ctx.key('actor_load_weight')} (both default to True)"))

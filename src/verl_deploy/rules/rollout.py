@@ -40,6 +40,13 @@ def rollout_pipeline_parallel_unsupported(ctx: RuleContext) -> list[Finding]:
                   f"drop the --override of {ctx.key('rollout_pp')} (use --gen-tp to spread the rollout instead)")]
 
 
+def _rollout_devices_per_node(ctx: RuleContext) -> int:
+    """The rollout's devices per node: its own pool's in the split modes, the trainer's node otherwise."""
+    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
+            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)  # a rollout pool of its own
+    return (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+
+
 def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
     """RolloutReplica.__init__ (the async server's replicas; the only rollout from 0.7.0): a replica's world
     TP x DP x PP must divide by min(devices per node, world), i.e. a replica larger than a node fills whole
@@ -47,9 +54,7 @@ def rollout_replica_fits_nodes(ctx: RuleContext) -> list[Finding]:
     if ctx.version < (0, 7, 0) and str(ctx.get("rollout_mode", "sync")) != "async":
         return []  # 0.6.x's sync rollout has no replicas
     world = _rollout_tp(ctx) * ctx.number("rollout_dp", 1) * ctx.number("rollout_pp", 1)
-    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
-            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)  # a rollout pool of its own
-    per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+    per_node = _rollout_devices_per_node(ctx)
     if per_node <= 0 or world <= 0 or world % min(per_node, world) == 0:
         return []
     heads, kv = ctx.facts.num_attention_heads, ctx.facts.num_key_value_heads or ctx.facts.num_attention_heads
@@ -72,9 +77,7 @@ def vllm_rollout_tp_divides_node(ctx: RuleContext) -> list[Finding]:
         return []  # 0.6.x's sync rollout starts no server
     tp, dp = _rollout_tp(ctx), ctx.number("rollout_dp", 1)
     gate = dp > 1 if ctx.version >= (0, 8, 0) else ctx.number("rollout_ep", 1) > 1
-    pool = {"one-step-off": "rollout_pool_gpus", "fully-async": "rollout_pool_gpus",
-            "separate-async": "v1_rollout_gpus"}.get(ctx.spec.mode)
-    per_node = (ctx.number(pool, 0) if pool else 0) or ctx.number("n_gpus_per_node", ctx.spec.trainer_devices)
+    per_node = _rollout_devices_per_node(ctx)
     world = tp * dp * ctx.number("rollout_pp", 1)
     if not gate or tp <= 0 or per_node <= 0 or world <= per_node or per_node % tp == 0:
         return []
