@@ -44,15 +44,9 @@ def migrate_command(
     from verl_deploy.importer.migrate import MigrateProblem, migrate_values, render_migrated
     from verl_deploy.sources import load_config_file
 
-    if not output and not in_place:
-        raise fail([error("output", "no --output given", "give --output NEW.yaml, or --in-place to rewrite CONFIG")],
-                   as_json=json_output)
-    if output and in_place and os.path.abspath(output) != os.path.abspath(config):
-        raise fail([error("output", f"--in-place rewrites {config} and --output names {output}: two places",
-                          "give one of them")], as_json=json_output)
-    if output and os.path.exists(output) and os.path.abspath(output) != os.path.abspath(config):
-        raise fail([error("output", f"{output} exists", "give another --output (or --in-place for CONFIG)")],
-                   as_json=json_output)
+    where = _output_problem(config, output, in_place)
+    if where is not None:
+        raise fail([where], as_json=json_output)
     values, problems = load_config_file(config)
     if problems:
         raise fail(problems, as_json=json_output)
@@ -81,3 +75,20 @@ def migrate_command(
         out.print(f"wrote {target}" + ("" if migration.ok else " (the plan has errors: see above)"), soft_wrap=True)
     if not migration.ok:
         raise typer.Exit(1)
+
+
+def _output_problem(config: str, output: str | None, in_place: bool):
+    """Where the migrated config goes, checked before anything is read: one place, not an existing other file."""
+    import os
+
+    from verl_deploy.findings import error
+
+    other = bool(output) and os.path.abspath(str(output)) != os.path.abspath(config)
+    if not output and not in_place:
+        return error("output", "no --output given", "give --output NEW.yaml, or --in-place to rewrite CONFIG")
+    if other and in_place:
+        return error("output", f"--in-place rewrites {config} and --output names {output}: two places",
+                     "give one of them")
+    if other and os.path.exists(str(output)):
+        return error("output", f"{output} exists", "give another --output (or --in-place for CONFIG)")
+    return None
