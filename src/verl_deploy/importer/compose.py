@@ -3,6 +3,8 @@ a release (verlconfig), and compare the two key by key."""
 
 from __future__ import annotations
 
+import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -46,16 +48,37 @@ def _entry_config(source: ConfigSource, module: str, config_name: str, profile, 
     return profile.base_configs[framework], dict(profile.recipe_overlays[(mode, framework)])
 
 
+# One process composes the same launch more than once (`import` composes the plan it writes to check it, then
+# to name what is left; `migrate` each side per check), and a compose is ~0.15 s of Hydra. Kept per process,
+# keyed on everything the compose reads but the release's files, which do not change while a command runs
+# (a launch that reads the environment, `${oc.env:...}`, is composed each time).
+_composed: dict[tuple, Composed] = {}
+_COMPOSED_KEPT = 64
+
+
 def compose(source: ConfigSource, module: str, config_name: str, overrides: Iterable[str], profile,
             framework: str, mode: str | None) -> Composed:
-    from omegaconf import OmegaConf
-
+    """The config verl would compose for this launch; a copy, so a caller may change it."""
     try:
         base, entry = _entry_config(source, module, config_name, profile, framework, mode)
     except KeyError:  # a config name the profile does not declare either (the recipe overlays are per mode)
         raise ConfigNotFound(f"{config_name}.yaml of {module} is not in {source.root}") from None
+    name = config_name if config_name != base else f"{config_name}_as_entry"  # a config cannot list itself
+    texts = tuple(overrides)
+    key = (source, name, base, json.dumps(entry, sort_keys=True, default=str), texts)
+    if "oc.env" in key[3] or any("oc.env" in text for text in texts):  # resolves from this process's environment
+        return _compose(source, name, base, entry, texts)
+    if key not in _composed:
+        if len(_composed) >= _COMPOSED_KEPT:
+            del _composed[next(iter(_composed))]  # the oldest
+        _composed[key] = _compose(source, name, base, entry, texts)
+    return copy.deepcopy(_composed[key])
+
+
+def _compose(source: ConfigSource, name: str, base: str, entry: dict[str, Any], overrides: tuple[str, ...]) -> Composed:
+    from omegaconf import OmegaConf
+
     try:
-        name = config_name if config_name != base else f"{config_name}_as_entry"  # a config cannot list itself
         cfg = index.compose(source, name, base, entry, list(overrides))
     except Exception as exc:  # Hydra's errors are of many types; its first line says what
         text = str(exc).strip().splitlines()

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
+from verl_deploy.verlconfig import fastyaml
 from verl_deploy.verlconfig.locate import ConfigSource, cache_dir
 
 INDEX_FORMAT = 3  # 2: value types; 3: types from the dataclasses' annotations
@@ -71,6 +72,7 @@ def compose(source: ConfigSource, config_name: str, base_config: str, entry: Map
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    fastyaml.install()
     document = {"hydra": {"searchpath": [f"file://{source.base_dir}"]},
                 "defaults": [base_config, "_self_"], **entry}
     with tempfile.TemporaryDirectory(prefix="verl-deploy-compose-") as tmp:
