@@ -21,7 +21,7 @@ _python_loader: Callable[[], Any] | None = None  # omegaconf's own get_yaml_load
 def c_loader() -> Any:
     """OmegaConf's loader class with libyaml's parser in front (one class for the process)."""
     from yaml.constructor import SafeConstructor
-    from yaml.cyaml import CParser
+    from yaml.cyaml import CParser  # type: ignore[attr-defined]  # built only with libyaml
     from yaml.resolver import Resolver
 
     assert _python_loader is not None
