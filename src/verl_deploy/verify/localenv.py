@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from verl_deploy.statedir import cache_dir
+from verl_deploy.statedir import atomic_file, cache_dir
 
 # What verl's config code, trainer and recipe entry modules import at module level beyond torch/ray/hydra
 # (read from verl's imports: verl/utils/config.py -> protocol.py (tensordict), torch_functional.py
@@ -153,16 +153,20 @@ def build(version: str, where: Path | None = None, announce: Callable[[str], Non
 
 
 def _write_python(site: Path) -> None:
-    """SITE/bin/python3: this interpreter with SITE first on PYTHONPATH (rewritten when the interpreter moved)."""
-    shim = site / "bin" / "python3"
-    text = (f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" RAY_USAGE_STATS_ENABLED=0 '
+    """SITE/bin/python3: this interpreter with SITE first on PYTHONPATH (rewritten when the interpreter moved).
+
+    Written whole (temp file, rename) and naming the real SITE: two commands that find the same environment, one
+    through a symlink, once rewrote it while the other ran it, and `sh` ran half a file (an empty verify)."""
+    real = site.resolve()
+    shim = real / "bin" / "python3"
+    text = (f'#!/bin/sh\nPYTHONPATH="{real}${{PYTHONPATH:+:$PYTHONPATH}}" RAY_USAGE_STATS_ENABLED=0 '
             f'TOKENIZERS_PARALLELISM=false exec "{sys.executable}" "$@"\n')
     if _read(shim) == text:
         return
     try:
-        shim.parent.mkdir(exist_ok=True)
-        shim.write_text(text)
-        shim.chmod(0o755)
+        with atomic_file(shim) as handle:
+            handle.write(text.encode("utf-8"))
+            os.fchmod(handle.fileno(), 0o755)
     except OSError:
         pass  # a read-only cache still serves through PYTHONPATH; verify reports a missing python3 if it must
 
