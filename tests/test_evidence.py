@@ -66,3 +66,40 @@ def test_a_stall_collects_stack_dumps_that_name_where_the_trainer_waits(trainer)
 def test_evidence_of_an_unknown_run_is_one_line(trainer):
     result = run_cli("evidence", "nope", env=trainer["env"])
     assert result.returncode == 1 and "no run 'nope'" in result.stderr and "Traceback" not in result.stderr
+
+
+def _fake_ray(tmp_path, pending_calls: int) -> dict:
+    """A `ray` whose `status` answers as Ray does before its monitor reports (the first PENDING_CALLS times)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    counter = tmp_path / "calls"
+    script = bin_dir / "ray"
+    script.write_text(f"""#!/bin/sh
+n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}
+if [ $n -le {pending_calls} ]; then
+  echo "No cluster status. It may take a few seconds for the Ray internal services to start up."
+else
+  printf '======== Autoscaler status ========\\nNode status\\n---\\nActive:\\n 1 node_abc\\n'
+fi
+""")
+    script.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_ray_status_is_asked_again_until_a_fresh_head_has_a_status(tmp_path):
+    """CI once saw a run at step 2 whose evidence held only Ray's "No cluster status" (its monitor lagged on a
+    loaded host): evidence asks again every few seconds and keeps the first real status."""
+    from verl_deploy.runs.evidence import settled_ray_status
+
+    output = settled_ray_status("127.0.0.1:1", _fake_ray(tmp_path, pending_calls=2), settle_s=5, every_s=0.1)
+    assert "Node status" in output and "1 node_abc" in output
+    assert (tmp_path / "calls").read_text().strip() == "3"
+
+
+def test_ray_status_that_never_settles_is_kept_as_ray_said_it_within_the_bound(tmp_path):
+    from verl_deploy.runs.evidence import settled_ray_status
+
+    started = time.monotonic()
+    output = settled_ray_status("127.0.0.1:1", _fake_ray(tmp_path, pending_calls=10**6), settle_s=0.5, every_s=0.1)
+    assert output.startswith("No cluster status") and time.monotonic() - started < 5
+    assert 2 <= int((tmp_path / "calls").read_text()) <= 7

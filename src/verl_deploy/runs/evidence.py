@@ -174,6 +174,23 @@ def _ray_status(record, handle: Handle, folder: Path, address: str | None) -> st
     from verl_deploy import rayauth
 
     mode: rayauth.Mode = "token" if record.spec.get("ray_auth") == "token" else "disabled"  # as its head started
-    result = run(["ray", "status", "--address", address], timeout=20, env=rayauth.gcs_environment(mode))
-    (folder / "ray-status.txt").write_text(f"$ ray status --address {address}\n{result.output}")
+    output = settled_ray_status(address, rayauth.gcs_environment(mode))
+    (folder / "ray-status.txt").write_text(f"$ ray status --address {address}\n{output}")
     return None
+
+
+RAY_STATUS_PENDING = "No cluster status"  # Ray's answer until its monitor first reports the nodes
+RAY_STATUS_SETTLE_S = 30.0
+
+
+def settled_ray_status(address: str, env: dict[str, str], settle_s: float = RAY_STATUS_SETTLE_S,
+                       every_s: float = 3.0) -> str:
+    """`ray status` once Ray has a status to give: a head that has just started (or a loaded host, where
+    its monitor lags a training already at step 2) answers "No cluster status" for some seconds; asked again
+    every few seconds for up to `settle_s`, the last answer kept."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        output = run(["ray", "status", "--address", address], timeout=20, env=env).output
+        if RAY_STATUS_PENDING not in output or time.monotonic() + every_s > deadline:
+            return output
+        time.sleep(every_s)
