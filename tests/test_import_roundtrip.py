@@ -111,3 +111,26 @@ def test_every_mode_framework_and_algorithm_round_trips(tmp_path, kind):
     assert (spec.mode, spec.framework, spec.algorithm, mechanism(spec), dapo_source_for(spec)) == \
         (original.mode, original.framework, original.algorithm, mechanism(original), dapo_source_for(original))
     assert not result.overrides, result.overrides  # a generated launch needs no override of its own to come back
+
+
+def test_a_composed_launch_is_kept_per_process_but_one_that_reads_the_environment_is_not(monkeypatch):
+    """importer.compose keeps a launch it composed (import composes its plan more than once), hands out copies,
+    and composes again a launch whose `${oc.env:...}` reads this process's environment."""
+    from verl_deploy.importer import compose as composing
+    from verl_deploy.profiles import profile_for
+    from verl_deploy.verlconfig.locate import locate
+
+    source, profile = locate("0.9.1"), profile_for("0.9.1")
+    base = profile.base_configs["fsdp"]
+    kept = ["data.train_batch_size=48"]
+    first = composing.compose(source, "verl.trainer.main_ppo", base, kept, profile, "fsdp", None)
+    first.resolved["data.train_batch_size"] = -1  # a caller's change stays its own
+    again = composing.compose(source, "verl.trainer.main_ppo", base, kept, profile, "fsdp", None)
+    assert again.resolved["data.train_batch_size"] == 48
+    reads_env = ["trainer.project_name=${oc.env:VD_ROUNDTRIP_NAME}"]
+    names = []
+    for value in ("one", "two"):
+        monkeypatch.setenv("VD_ROUNDTRIP_NAME", value)
+        names.append(composing.compose(source, "verl.trainer.main_ppo", base, reads_env, profile, "fsdp",
+                                       None).resolved["trainer.project_name"])
+    assert names == ["one", "two"]

@@ -65,9 +65,10 @@ def compose(source: ConfigSource, module: str, config_name: str, overrides: Iter
         raise ConfigNotFound(f"{config_name}.yaml of {module} is not in {source.root}") from None
     name = config_name if config_name != base else f"{config_name}_as_entry"  # a config cannot list itself
     texts = tuple(overrides)
-    key = (source, name, base, json.dumps(entry, sort_keys=True, default=str), texts)
-    if "oc.env" in key[3] or any("oc.env" in text for text in texts):  # resolves from this process's environment
+    entry_text = json.dumps(entry, sort_keys=True, default=str)
+    if "oc.env" in entry_text or any("oc.env" in text for text in texts):  # resolves from this process's environment
         return _compose(source, name, base, entry, texts)
+    key = (source, name, base, entry_text, texts)
     if key not in _composed:
         if len(_composed) >= _COMPOSED_KEPT:
             del _composed[next(iter(_composed))]  # the oldest
