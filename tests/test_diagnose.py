@@ -43,11 +43,11 @@ def test_every_reference_excerpt_gets_its_class(name):
 def test_every_class_in_the_reference_is_in_the_table():
     ids = [c.id for c in load_table().classes]
     beyond_reference = {"dapo_gen_batches_exhausted", "resume_ran_no_steps", "step_time_regression", "reward_collapse",
-                        "missing_python_package"}  # test_agent_errors.py covers the last one
+                        "missing_python_package", "ray_npu_type_unknown"}  # test_agent_errors.py, the Ray tests below
     assert set(filter(None, EXPECTED.values())) | beyond_reference == set(ids)  # tests/test_trends.py covers those
-    assert len(ids) == 24
+    assert len(ids) == 25
     assert ids[:4] == ["disk_full", "host_oom", "rollout_kv_cache_insufficient", "device_oom"]
-    assert ids[-1] == "ray_actor_died"
+    assert ids[-2:] == ["ray_actor_died", "ray_npu_type_unknown"]  # a warning that must never outrank a cause
 
 
 @pytest.mark.parametrize("name, phase", [
@@ -222,6 +222,38 @@ def test_failure_events_are_delivered_once_per_signature():
     scanner.feed_lines(excerpt("S-NAN-02"))  # eight ranks report the same skipped step
     failures = [e for e in events if isinstance(e, FailureSeen)]
     assert len(failures) == 1 and failures[0].class_id == "nan_loss" and failures[0].line == 3
+
+
+RAY = Path(__file__).parent / "fixtures" / "ray"
+
+
+def test_rays_npu_probe_traceback_is_a_warning_and_never_ends_a_run():
+    """Real `ray start --head --resources '{"NPU": 8}'` output (Ray 2.60, no CANN): Ray logs `No module named
+    'acl'` with a traceback and starts. A fatal reading made the supervisor stop a healthy run 120 s later."""
+    started = (RAY / "start-head-npu-without-acl.log").read_text().splitlines()
+    events: list = []
+    scanner = LogScanner(on_event=events.append)
+    scanner.feed_lines(started + healthy_lines(5))
+    result = diagnose(scanner)
+    assert [(e.class_id, e.severity) for e in events if isinstance(e, FailureSeen)] == [("ray_npu_type_unknown", "warning")]
+    assert result.class_id == "ray_npu_type_unknown" and not result.failed and "set_env.sh" in result.fix
+    assert verdict(started + excerpt("S-DOOM-01")).class_id == "device_oom"  # a real cause after it wins
+    missing = verdict(started + ["ModuleNotFoundError: No module named 'swanlab'"])
+    assert missing.class_id == "missing_python_package" and missing.secondary == ["ray_npu_type_unknown"]
+
+
+def test_a_ray_head_that_timed_out_is_rays_start_up_and_start_verl_tries_again():
+    """The raylet missed Ray's fixed 30 s registration wait (seen in CI): a warning while start_verl.sh tries again,
+    the cause when the tries ran out; the acl lines before it do not outrank it."""
+    started = (RAY / "start-head-npu-without-acl.log").read_text().splitlines()
+    timed_out = (RAY / "start-head-timed-out.tail.log").read_text().splitlines()
+    events: list = []
+    scanner = LogScanner(on_event=events.append)
+    scanner.feed_lines(started + timed_out)
+    result = diagnose(scanner)
+    assert not [e for e in events if isinstance(e, FailureSeen) and e.severity == "fatal"]
+    assert result.class_id == "ray_cluster_startup" and result.retryable
+    assert "VERL_DEPLOY_RAY_START_TRIES" in result.cause and result.secondary == ["ray_npu_type_unknown"]
 
 
 # -- the command ---------------------------------------------------------------------------------
