@@ -212,6 +212,54 @@ def test_the_cause_of_a_job_that_printed_nothing_says_so_and_a_handed_over_one_i
     assert script_failure(old, 2) is None
 
 
+SCRIPTS_THEN_TRAINING = (
+    "2026-01-02 10:00:00,000\tERROR gcs_rpc_client.h:179: Failed to connect to GCS at address 10.0.0.1:6379 within 5 s\n"
+    "[start_verl] ray start failed; stopping what it started (session unknown) and trying again\n"
+    "[start_verl] started this run's Ray head at 10.0.0.1:6379\n"
+    f"{HANDOVER} python3 -m recipe.dapo.main_dapo\n"
+    "omegaconf.errors.ConfigAttributeError: Key 'rollout_n' is not in struct\n")
+
+
+def _fatal_read(record: RunRecord, *, in_two: bool = False) -> list[str]:
+    """The fatal failures the supervisor's reading keeps, the log read as it grows (whole lines, as the follower
+    hands them over), in one read or in two: the scripts' lines first, the training's appended later."""
+    from verl_deploy.runs.follow import _reading
+
+    log = Path(record.attempts[-1].log)
+    whole = log.read_text()
+    if in_two:
+        log.write_text(whole[:whole.index(HANDOVER)])
+    reading = _reading(record, record.attempts[-1])
+    reading.read()
+    if in_two:
+        with log.open("a") as out:
+            out.write(whole[whole.index(HANDOVER):])
+        reading.read()
+    reading.drain()
+    return [failure.class_id for _, failure in reading.fatal]
+
+
+@pytest.mark.parametrize("in_two", [False, True])
+def test_a_failure_the_scripts_printed_before_handing_over_starts_no_grace(in_two):
+    """start_verl.sh tries ray start again after a failure; a fatal reading of the first try's line made the
+    supervisor stop the run 120 s later although the retry had worked (CI saw it on Slurm). After the hand-over,
+    the training's failure lines start the grace as before."""
+    record = record_with_log(f"retried-{in_two}", SCRIPTS_THEN_TRAINING, f"echo '{HANDOVER}'\n")
+    assert _fatal_read(record, in_two=in_two) == ["hydra_config_error"]
+
+
+def test_scripts_without_the_hand_over_line_or_a_resumed_reading_past_it_keep_every_fatal_line():
+    old = record_with_log("old-scripts", SCRIPTS_THEN_TRAINING, "exec python3 -m x\n")
+    assert _fatal_read(old) == ["ray_cluster_startup", "hydra_config_error"]
+    resumed = record_with_log("resumed", SCRIPTS_THEN_TRAINING, f"echo '{HANDOVER}'\n")
+    past = SCRIPTS_THEN_TRAINING.index(HANDOVER)
+    resumed.scan = {"offset": SCRIPTS_THEN_TRAINING.index("\n", past) + 1, "lines": 4}
+    assert _fatal_read(resumed) == ["hydra_config_error"]
+    before = record_with_log("resumed-before", SCRIPTS_THEN_TRAINING, f"echo '{HANDOVER}'\n")
+    before.scan = {"offset": SCRIPTS_THEN_TRAINING.index("\n") + 1, "lines": 1}  # a new supervisor, still before it
+    assert _fatal_read(before) == ["hydra_config_error"]
+
+
 def test_a_local_run_whose_ray_head_cannot_start_is_told_as_the_scripts_failure(trainer, tmp_path):  # noqa: F811
     shim = tmp_path / "ray-shim"
     shim.mkdir()

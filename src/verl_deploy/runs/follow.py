@@ -4,7 +4,9 @@ The supervisor (runs/supervisor.py) calls `follow_attempt` once per attempt. The
 where the last supervisor stopped (run.json's `scan`), past the line it died reading if it did; the
 record is saved at most every SAVE_EVERY seconds and at once for what matters (a stall). The attempt
 ends when its backend says it finished, or when it must be ended: a fatal failure whose driver hangs
-is stopped after a grace, so recovery starts without waiting for Ray to give up.
+is stopped after a grace, so recovery starts without waiting for Ray to give up. A failure line that
+verl-deploy's own scripts printed before they handed over to the training starts no grace: the scripts
+try again (ray start) or end by themselves, and a retry that worked must not be stopped two minutes later.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from verl_deploy import boundedread
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.runs import notify
+from verl_deploy.watch.handover import HANDOVER
 from verl_deploy.runs.record import Attempt, RunRecord, save_keeping_last_good as _save
 
 if TYPE_CHECKING:
@@ -108,8 +112,20 @@ class _Reading:
     stall_noticed: bool = False
     last_save: float = 0.0
     spec: Any = None  # the attempt's RunSpec, read once from the record when the predicted-OOM watch needs it
+    scripts_first: bool = False  # the scripts have not handed over yet: their failure lines start no grace
 
     def feed(self, block: bytes, base: int) -> None:
+        """Feed whole lines (the follower's blocks end at a line's end); the hand-over line is in one block."""
+        at = block.find(HANDOVER.encode()) if self.scripts_first else -1
+        if at >= 0:  # the lines up to the hand-over are the scripts', the rest the training's
+            end = block.find(b"\n", at)
+            cut = len(block) if end < 0 else end + 1
+            self._feed(block[:cut], base)
+            self.scripts_first = False
+            block, base = block[cut:], base + cut
+        self._feed(block, base)
+
+    def _feed(self, block: bytes, base: int) -> None:
         try:
             _feed(self.scanner, block, base, self.skip_at)
         except Exception as exc:  # where in the log it died: the next supervisor skips that line
@@ -142,15 +158,37 @@ def _reading(record: RunRecord, attempt: Attempt) -> _Reading:
     from verl_deploy.watch.follow import LogFollower
     from verl_deploy.watch.scan import FailureSeen
 
-    reading = _Reading(_restore(record), LogFollower(attempt.log, offset=record.scan.get("offset", 0)),
+    offset = record.scan.get("offset", 0)
+    reading = _Reading(_restore(record), LogFollower(attempt.log, offset=offset),
                        _death_line(record))  # resume past the line the last supervisor died reading, if it did
+    reading.scripts_first = _scripts_still_first(record, attempt, offset)
 
     def on_event(event: object) -> None:
-        if isinstance(event, FailureSeen) and event.severity == "fatal":
+        if isinstance(event, FailureSeen) and event.severity == "fatal" and not reading.scripts_first:
             reading.fatal.append((time.monotonic(), event))
 
     reading.scanner.on_event = on_event
     return reading
+
+
+SCRIPTS_OUTPUT_BYTES = 1 << 20  # the scripts' own output comes first in the log and is small
+
+
+def _scripts_still_first(record: RunRecord, attempt: Attempt, offset: int) -> bool:
+    """Whether the attempt's scripts print the hand-over line and the log read so far holds none.
+
+    Scripts of a version without that line, or a log that cannot be read: False (every fatal line starts the grace)."""
+    try:
+        script = record.directory / f"attempt-{attempt.n}" / "scripts" / "run_training.sh"
+        if HANDOVER.encode() not in boundedread.read_bytes(script, SCRIPTS_OUTPUT_BYTES, head=True):
+            return False
+        if not offset:
+            return True
+        if offset > SCRIPTS_OUTPUT_BYTES:
+            return False  # far past the scripts' output: treat it as handed over
+        return HANDOVER.encode() not in boundedread.read_bytes(attempt.log, offset, head=True)
+    except (OSError, TypeError, boundedread.UnreadableFile):
+        return False
 
 
 def _exit_code(reading: _Reading, backend: Backend, attempt: Attempt) -> int | None:
