@@ -134,9 +134,15 @@ def test_a_full_state_disk_is_recorded_as_disk_full_and_status_keeps_working(tra
         (small_disk / "filler").unlink()
 
 
-def test_a_killed_trainer_is_a_named_failure(trainer):
+@pytest.mark.parametrize("warned", [False, True])
+def test_a_killed_trainer_is_a_named_failure(trainer, warned):
+    """With `warned`, the log first holds real Ray start output with its NPU probe's traceback (a warning class):
+    the signal that ended the trainer is still the failure, not the warning."""
     # slow steps: on a loaded machine the trainer must still be alive when it is looked for (it is killed at once)
-    run = json.loads(launch(trainer, "--json", env={"STANDIN_STEP_SECONDS": "3"}).stdout)
+    env = {"STANDIN_STEP_SECONDS": "3"}
+    if warned:
+        env["STANDIN_LINES_FILE"] = str(Path(__file__).parent / "fixtures" / "ray" / "start-head-npu-without-acl.log")
+    run = json.loads(launch(trainer, "--json", env=env).stdout)
     wait_for(trainer, run["id"], lambda d: d["step"] >= 1)
     import psutil
 
@@ -144,7 +150,7 @@ def test_a_killed_trainer_is_a_named_failure(trainer):
     trainer_process = next(p for p in wrapper.children(recursive=True) if "main_dapo" in " ".join(p.cmdline()))
     trainer_process.kill()
     final = wait_for(trainer, run["id"], lambda d: d["state"] in DONE)
-    assert final["state"] == "failed" and final["failure"]["class"] == "killed"
+    assert final["state"] == "failed" and final["failure"]["class"] == "killed", final["failure"]
     assert "SIGKILL" in final["failure"]["cause"]
 
 

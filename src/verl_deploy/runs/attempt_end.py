@@ -90,8 +90,9 @@ def _failure_of(record: RunRecord, backend: Backend, attempt: Attempt, code: int
     early = None if said.get("failure") else script_failure(record, code, diagnosis)
     if early:  # no training ran: theirs, unless the container or disk went
         return backend.explain_end(attempt.handle) or unexplained(record, None) or early, early
-    return (failure_dict(diagnosis) or said.get("failure") or backend.explain_end(attempt.handle)
-            or unexplained(record, code) or unknown_failure(record, attempt.exit_code)), None
+    fatal = failure_dict(diagnosis) if diagnosis.failed else None  # a warning (Ray's NPU probe, a slow step) never
+    return (fatal or said.get("failure") or backend.explain_end(attempt.handle)  # outranks a signal or the backend's
+            or unexplained(record, code) or failure_dict(diagnosis) or unknown_failure(record, attempt.exit_code)), None
 
 
 def _budget(record: RunRecord) -> tuple[int, int]:
