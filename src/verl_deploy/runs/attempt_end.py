@@ -90,9 +90,10 @@ def _failure_of(record: RunRecord, backend: Backend, attempt: Attempt, code: int
     early = None if said.get("failure") else script_failure(record, code, diagnosis)
     if early:  # no training ran: theirs, unless the container or disk went
         return backend.explain_end(attempt.handle) or unexplained(record, None) or early, early
-    fatal = failure_dict(diagnosis) if diagnosis.failed else None  # a warning (Ray's NPU probe, a slow step) never
-    return (fatal or said.get("failure") or backend.explain_end(attempt.handle)  # outranks a signal or the backend's
-            or unexplained(record, code) or failure_dict(diagnosis) or unknown_failure(record, attempt.exit_code)), None
+    seen = failure_dict(diagnosis)
+    fatal = seen if diagnosis.failed else None  # a warning (Ray's NPU probe, a slow step) never outranks a signal
+    return (fatal or said.get("failure") or backend.explain_end(attempt.handle)  # or the backend's explanation
+            or unexplained(record, code) or seen or unknown_failure(record, attempt.exit_code)), None
 
 
 def _budget(record: RunRecord) -> tuple[int, int]:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from verl_deploy import boundedread
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.runs import notify
-from verl_deploy.watch.handover import HANDOVER
+from verl_deploy.runs.outcome import HEAD_BYTES, scripts_say_handover
 from verl_deploy.runs.record import Attempt, RunRecord, save_keeping_last_good as _save
+from verl_deploy.watch import handover
 
 if TYPE_CHECKING:
     from verl_deploy.watch.diagnosis import Diagnosis
@@ -116,7 +117,7 @@ class _Reading:
 
     def feed(self, block: bytes, base: int) -> None:
         """Feed whole lines (the follower's blocks end at a line's end); the hand-over line is in one block."""
-        at = block.find(HANDOVER.encode()) if self.scripts_first else -1
+        at = block.find(handover.HANDOVER.encode()) if self.scripts_first else -1
         if at >= 0:  # the lines up to the hand-over are the scripts', the rest the training's
             end = block.find(b"\n", at)
             cut = len(block) if end < 0 else end + 1
@@ -171,22 +172,18 @@ def _reading(record: RunRecord, attempt: Attempt) -> _Reading:
     return reading
 
 
-SCRIPTS_OUTPUT_BYTES = 1 << 20  # the scripts' own output comes first in the log and is small
-
-
 def _scripts_still_first(record: RunRecord, attempt: Attempt, offset: int) -> bool:
     """Whether the attempt's scripts print the hand-over line and the log read so far holds none.
 
     Scripts of a version without that line, or a log that cannot be read: False (every fatal line starts the grace)."""
     try:
-        script = record.directory / f"attempt-{attempt.n}" / "scripts" / "run_training.sh"
-        if HANDOVER.encode() not in boundedread.read_bytes(script, SCRIPTS_OUTPUT_BYTES, head=True):
+        if not scripts_say_handover(record.directory / f"attempt-{attempt.n}" / "scripts"):
             return False
         if not offset:
             return True
-        if offset > SCRIPTS_OUTPUT_BYTES:
+        if offset > HEAD_BYTES:
             return False  # far past the scripts' output: treat it as handed over
-        return HANDOVER.encode() not in boundedread.read_bytes(attempt.log, offset, head=True)
+        return not handover.handed_over(boundedread.read_bytes(attempt.log, offset, head=True))
     except (OSError, TypeError, boundedread.UnreadableFile):
         return False
 

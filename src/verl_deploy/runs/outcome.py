@@ -148,10 +148,16 @@ def script_failure(record: RunRecord, code: int | None, diagnosis=None) -> dict 
             "lines": [{"line": n, "text": line} for n, line in zip(seen.line_numbers, seen.last_lines)] if whole else []}
 
 
+def scripts_say_handover(scripts) -> bool:
+    """Whether run_training.sh in the attempt's `scripts` folder prints the hand-over line (earlier versions'
+    scripts do not: their log cannot tell the scripts' lines from the training's). OSError, UnreadableFile pass."""
+    return handover.handed_over(boundedread.read_bytes(scripts / "run_training.sh", HEAD_BYTES, head=True))
+
+
 def _before_handover(scripts, log: str) -> tuple[bytes, bool] | None:
     """(the log's tail, whether it is the whole log) when scripts that say when they hand over never did; else None."""
     try:
-        if not handover.handed_over(boundedread.read_bytes(scripts / "run_training.sh", HEAD_BYTES, head=True)):
+        if not scripts_say_handover(scripts):
             return None  # written by a version without the hand-over line: it cannot tell
         head = boundedread.read_bytes(log, HEAD_BYTES, head=True)
         whole = len(head) < HEAD_BYTES  # the scripts' own output is small: then line numbers are the log's
