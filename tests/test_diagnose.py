@@ -291,6 +291,15 @@ def test_diagnose_human_output_names_class_phase_fix_and_lines(tmp_path):
     assert "entropy_checkpointing=True" in out and "13: torch.OutOfMemoryError" in out
 
 
+def test_diagnose_says_a_warning_is_one_in_words_where_no_colour_shows():
+    """Ray's start output on an NPU host without CANN's `acl` (piped: no colour) reads as a warning, not a failure."""
+    result = run_cli("diagnose", str(RAY / "start-head-npu-without-acl.log"))
+    verdict = next(line for line in result.stdout.splitlines() if line.startswith("verdict"))
+    assert result.returncode == 0 and "\x1b[" not in result.stdout
+    assert verdict.split()[1:3] == ["warning", "ray_npu_type_unknown:"] and "nothing failed; the run may go on" in verdict
+    assert "retry" not in verdict
+
+
 def test_diagnose_missing_file_is_one_line_and_exit_2(tmp_path):
     result = run_cli("diagnose", str(tmp_path / "nope.log"))
     assert result.returncode == 2

@@ -75,11 +75,13 @@ def _print_diagnosis(result, source: str) -> None:
         grid.add_row("verdict", "[green]no failure found[/]")
         console().print(grid)
         return
-    style = "bold red" if result.severity == "fatal" else "yellow"
     phase = f" during {result.phase_label}" if result.phase_label else ""
-    retry = {True: "an automatic retry makes sense", False: "do not retry as is", None: ""}[result.retryable]
-    grid.add_row("verdict", f"[{style}]{result.class_id}[/]: {escape(result.title)}{escape(phase)}"
-                 + (f" [dim]({retry})[/]" if retry else ""))
+    if result.failed:
+        label = f"[bold red]{result.class_id}[/]"
+        retry = {True: "an automatic retry makes sense", False: "do not retry as is", None: ""}[result.retryable]
+    else:  # said in words too: a pipe shows no colour, and nothing failed to retry
+        label, retry = f"[yellow]warning {result.class_id}[/]", "nothing failed; the run may go on"
+    grid.add_row("verdict", f"{label}: {escape(result.title)}{escape(phase)}" + (f" [dim]({retry})[/]" if retry else ""))
     grid.add_row("cause", escape(result.cause))
     grid.add_row("fix", escape(result.fix))
     for index, hit in enumerate(result.lines):
