@@ -82,3 +82,20 @@ def kill_processes_naming(temp_dir: str) -> None:
         except psutil.Error:
             pass
     psutil.wait_procs(victims, timeout=10)
+
+
+RAYLET_TIMED_OUT = "timed out during startup"  # ray/_private/node.py: the raylet missed its fixed 30 s wait
+
+
+def start_ray_head(argv: list[str], env: dict, temp_dir: str, tries: int = 3):
+    """Run a test's `ray start --head` (argv names `temp_dir`); when the raylet missed Ray's fixed 30 s registration
+    wait on a machine loaded by the rest of the suite, kill what that try started and run it again (its ports and
+    temp dir kept), as start_verl.sh does. The last try's CompletedProcess is returned."""
+    import subprocess
+
+    for attempt in range(1, tries + 1):
+        started = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
+        if started.returncode == 0 or attempt == tries or RAYLET_TIMED_OUT not in started.stderr:
+            break
+        kill_processes_naming(temp_dir)
+    return started

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import VERL_BIN, child_env, run_cli
-from rayports import free_port, node_ports
+from rayports import free_port, node_ports, start_ray_head
 from test_launch import STANDIN, fake_torch_npu
 from test_ray import RAY_BIN, files_holding, proc_cmdlines, ray_env, stop_cluster, write_token
 
@@ -52,10 +52,9 @@ def foreign(tmp_path, auth):
     temp_dir = tempfile.mkdtemp(prefix="vdf-", dir="/tmp")
     port = free_port()
     token_path = write_token(Path(temp_dir) / "token", auth["token"]) if auth["token"] else None
-    started = subprocess.run([RAY_BIN, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+    started = start_ray_head([RAY_BIN, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
                               "--include-dashboard=false", "--num-cpus=1", f"--temp-dir={temp_dir}",
-                              *node_ports(head=True), "--disable-usage-stats"],
-                             capture_output=True, text=True, env=ray_env(auth["mode"], token_path), timeout=180)
+                              *node_ports(head=True), "--disable-usage-stats"], ray_env(auth["mode"], token_path), temp_dir)
     assert started.returncode == 0, started.stderr[-2000:]
     yield {"port": port, "temp_dir": temp_dir, "auth": auth}
     stop_cluster(temp_dir)

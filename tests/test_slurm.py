@@ -22,6 +22,7 @@ import pytest
 
 import slurmcluster
 from conftest import ENV_BIN, VERL_BIN, env_tool, has_shellcheck, run_cli
+from rayports import start_ray_head
 from test_ray import STANDIN, free_port, stop_cluster
 
 pytest.importorskip("ray")
@@ -55,11 +56,11 @@ def node_ray(slurm):
     so the tests about recovery do not wait for a Ray start per submission. The first test starts its own."""
     ray_dir = tempfile.mkdtemp(prefix="vds-", dir="/tmp")
     port = free_port()
-    started = subprocess.run([RAY_BIN, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+    started = start_ray_head([RAY_BIN, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
                               "--num-cpus=1", "--resources", '{"NPU": 8}', f"--temp-dir={ray_dir}",
-                              "--disable-usage-stats", *ray_ports().split()], capture_output=True, text=True,
-                             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
-                                  "HOME": ray_dir}, timeout=180)
+                              "--disable-usage-stats", *ray_ports().split()],
+                             {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled", "HOME": ray_dir},
+                             ray_dir)
     assert started.returncode == 0, started.stderr[-2000:]
     yield {"port": port, "dir": ray_dir}
     stop_cluster(ray_dir)
