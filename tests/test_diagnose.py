@@ -256,6 +256,40 @@ def test_a_ray_head_that_timed_out_is_rays_start_up_and_start_verl_tries_again()
     assert "VERL_DEPLOY_RAY_START_TRIES" in result.cause and result.secondary == ["ray_npu_type_unknown"]
 
 
+# what start_verl.sh prints when its first `ray start` fails and the second starts (a stale session's port)
+RAY_RETRIED = [
+    "2026-12-04 16:23:29,964\tINFO scripts.py:1043 -- Local node IP: 192.0.2.2",
+    "ConnectionError: Failed to connect to GCS at address 192.0.2.2:6379 within 5 seconds.",
+    "[start_verl] ray start failed; stopping what it started (session unknown) and trying again",
+    "[start_verl] started this run's Ray head at 192.0.2.2:6379 (session /tmp/vds-x/session_1, temp dir /tmp/vds-x)",
+]
+HANDED_OVER = "[verl-deploy] handing over to the training: python3 -m recipe.dapo.main_dapo in /data/verl"
+
+
+def test_a_failure_the_scripts_survived_never_outranks_the_trainings_own():
+    """A fatal line before the hand-over was survived (the scripts went on); what the training printed after it is
+    the run's end, even where the class table ranks the survived class first (ray_cluster_startup before nan_loss)."""
+    diverged = [metric_line(4, pg_loss="nan")]
+    after = verdict(RAY_RETRIED + [HANDED_OVER] + healthy_lines(3) + diverged)
+    assert after.class_id == "nan_loss" and after.secondary == ["ray_cluster_startup"]
+    assert "handed over" not in after.cause
+    # without the hand-over line (the scripts never reached the trainer), precedence is the table's
+    assert verdict(RAY_RETRIED + healthy_lines(3) + diverged).class_id == "ray_cluster_startup"
+    # the same class again after the hand-over is the training's own: no note that it was survived
+    again = verdict(RAY_RETRIED + [HANDED_OVER] + healthy_lines(3) + [RAY_RETRIED[1]] + diverged)
+    assert again.class_id == "ray_cluster_startup" and "handed over" not in again.cause
+
+
+def test_a_survived_failure_alone_is_named_with_where_it_came_from():
+    """Nothing the training printed is known (it was killed, or died of what no signature knows): the survived line
+    is still the only lead (on several nodes it can be a worker's), and the verdict says it came before the hand-over."""
+    lines = RAY_RETRIED + [HANDED_OVER] + healthy_lines(2) + ["Segmentation fault (core dumped)"]
+    result = verdict(lines)
+    assert result.class_id == "ray_cluster_startup" and result.failed
+    assert f"before the scripts handed over to the training (line {len(RAY_RETRIED) + 1})" in result.cause
+    assert verdict(lines, eager=True).cause == result.cause
+
+
 # -- the command ---------------------------------------------------------------------------------
 
 def test_diagnose_json_shape(tmp_path):

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from verl_deploy.runs.recovery import decide
+from verl_deploy.backends.slurm import outcome, parse_job
 from verl_deploy.sources import resolve
 from verl_deploy.watch.diagnosis import diagnose
 from verl_deploy.watch.scan import LogScanner
@@ -71,3 +72,29 @@ def test_guarded_ooms_and_other_classes_stop():
     assert not decide(diagnosis_of("S-DOOM-08"), spec(), 0, []).retry  # another process holds the card
     timeout = decide(diagnosis_of("S-CTO-01"), spec(), 0, [])
     assert not timeout.retry and timeout.reason.startswith("collective_timeout")
+
+
+SLURM_OUT_OF_MEMORY = ("JobId=7 JobName=verl-deploy-x JobState=OUT_OF_MEMORY Reason=OutOfMemory ExitCode=0:125 "
+                       "Partition=a800 NodeList=node01 NumNodes=1")
+
+
+def test_the_jobs_memory_limit_is_not_hidden_by_a_warning_or_a_line_the_scripts_survived():
+    """Slurm ended the job at its memory limit; the log holds only Ray's NPU probe warning and a `ray start` failure
+    that start_verl.sh retried past: the host OOM is what recovery acts on, not those lines."""
+    scheduler = outcome(parse_job(SLURM_OUT_OF_MEMORY))
+    npu_probe = ["2026-12-04 16:23:39,559\tERROR npu.py:82 -- Failed to detect NPU type.",
+                 "ModuleNotFoundError: No module named 'acl'"]
+    survived = ["ConnectionError: Failed to connect to GCS at address 192.0.2.2:6379 within 5 seconds.",
+                "[start_verl] ray start failed; stopping what it started (session unknown) and trying again",
+                "[verl-deploy] handing over to the training: python3 -m recipe.dapo.main_dapo in /data/verl",
+                "(TaskRunner pid=1) Training from scratch"]
+    for lines in (npu_probe, survived, npu_probe + survived):
+        scanner = LogScanner(eager=False)
+        scanner.feed_lines(lines)
+        seen = diagnose(scanner)
+        assert seen.class_id is not None and not seen.decisive
+        decision = decide(seen, spec(), 0, [], scheduler=scheduler)
+        assert not decision.retry and decision.reason.startswith("host (CPU) memory ran out"), lines
+    scanner = LogScanner(eager=False)
+    scanner.feed_lines(survived + ["ConnectionError: Failed to connect to GCS at address 192.0.2.2:6379"])
+    assert decide(diagnose(scanner), spec(), 0, [], scheduler=scheduler).reason.startswith("ray_cluster_startup")

@@ -72,15 +72,18 @@ def decide(diagnosis: Diagnosis, spec: RunSpec, retries_done: int, added_before:
 
 
 def _failure_class(diagnosis: Diagnosis, scheduler: dict | None) -> str | Decision:
-    """What failed: the log's class, else what the scheduler says it ended (its memory limit is the host's OOM);
-    a Decision to stop when neither names a failure recovery knows."""
+    """What failed: the training's own fatal class in the log, else what the scheduler says ended the job (its memory
+    limit is the host's OOM), else the log's warning or survived class; a Decision to stop when none names a failure
+    recovery knows."""
     sched_failure = (scheduler or {}).get("failure") or {}
-    if diagnosis.class_id is not None:
+    if diagnosis.class_id is not None and diagnosis.decisive:
         return diagnosis.class_id
-    if sched_failure.get("class") == "host_oom":
+    if sched_failure.get("class") == "host_oom":  # the job's memory limit, under a warning or a survived line
         return "host_oom"
     if sched_failure:
         return Decision(False, f"{sched_failure.get('cause')}; {sched_failure.get('fix')}")
+    if diagnosis.class_id is not None:
+        return diagnosis.class_id
     return Decision(False, "the training exited with an error but the log names no known failure; "
                            "see `verl-deploy logs --errors`")
 

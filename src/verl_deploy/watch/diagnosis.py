@@ -3,6 +3,9 @@
 Precedence is the order of classes in signatures.yaml: a collective timeout on one rank is
 usually the symptom of an OOM on another, and a Ray `ActorDiedError` the symptom of almost
 anything, so the first class in that order wins and the others are listed as secondary.
+One exception: a fatal line printed before verl-deploy's scripts handed over to the training
+was survived (the scripts exit on a failure they cannot retry; `ray start` is tried again), so
+it ranks after every fatal line the training printed, whatever their classes.
 """
 
 from __future__ import annotations
@@ -44,10 +47,16 @@ class Diagnosis:
     lines_read: int = 0
     lines_skipped: int = 0  # lines the watcher could not read (skipped, never fatal)
     first_skipped: LineSkipped | None = None
+    survived: bool = False  # the class's every line came before the scripts handed over to the training
 
     @property
     def failed(self) -> bool:
         return self.severity == "fatal"
+
+    @property
+    def decisive(self) -> bool:
+        """A fatal line the training printed: it outranks what the backend, a signal or the scheduler say."""
+        return self.failed and not self.survived
 
     def as_dict(self) -> dict:
         return {
@@ -58,6 +67,7 @@ class Diagnosis:
             "cause": self.cause,
             "fix": self.fix,
             "retryable": self.retryable,
+            "survived": self.survived,
             "lines": [{"line": hit.line, "text": hit.text} for hit in self.lines],
             "secondary": self.secondary,
             "step": self.step,
@@ -127,23 +137,42 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     if not counted:
         return result
 
-    def severity(class_id: str) -> str:
-        return "fatal" if any(e.signature.severity == "fatal" for e in counted[class_id]) else "warning"
-
-    order = [c.id for c in scanner.table.classes if c.id in counted]
-    chosen = ([c for c in order if severity(c) == "fatal"] or order)[0]
+    order, chosen, fatal, survived = _rank(scanner, counted)
     failure = scanner.table.failure_class(chosen)
     entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
     hits = sorted((hit for e in entries for hit in e.hits), key=lambda h: h.line)
     retryable, notes = _retry_and_notes(chosen, failure.retryable, entries, hits)
+    result.survived = survived
+    if survived:
+        notes.append(f"These lines came before the scripts handed over to the training (line {scanner.handover_line}) "
+                     "and the scripts went on past them: on one node they did not end the run; with several nodes, "
+                     "look at the node that printed them.")
     phase = _phase(scanner.marks_near.get(chosen, []), hits[0].line) or failure.default_phase
-    result.class_id, result.title, result.severity = chosen, failure.title, severity(chosen)
+    result.class_id, result.title, result.severity = chosen, failure.title, "fatal" if fatal else "warning"
     result.phase, result.phase_label = phase, scanner.table.phase_label(phase)
     result.cause = " ".join([failure.cause, *dict.fromkeys(notes)])
     result.fix, result.retryable = failure.fix, retryable
     result.lines = hits[:LINES_SHOWN]
     result.secondary = [c for c in order if c != chosen]
     return result
+
+
+def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple[list[str], str, bool, bool]:
+    """(the classes seen in precedence order, the chosen one, whether it is fatal, whether the scripts survived it).
+
+    The chosen class is the first fatal one the training printed, else the first fatal one the scripts survived
+    (printed before the hand-over), else the first class seen."""
+    order = [c.id for c in scanner.table.classes if c.id in counted]
+    fatal = [c for c in order if any(e.signature.severity == "fatal" for e in counted[c])]
+    survived = {c for c in fatal if all(_before(entry, scanner.handover_line) for entry in counted[c])}
+    chosen = ([c for c in fatal if c not in survived] or fatal or order)[0]
+    return order, chosen, chosen in fatal, chosen in survived
+
+
+def _before(entry: SignatureHits, handover_line: int | None) -> bool:
+    """Every line of this signature came before the hand-over (only known while all its lines are kept)."""
+    return (handover_line is not None and entry.count == len(entry.hits)
+            and all(hit.line < handover_line for hit in entry.hits))
 
 
 def _retry_and_notes(chosen: str, class_retryable: bool, entries: list[SignatureHits],

@@ -14,6 +14,7 @@ each block are kept and parsed at the end, which is all the final state needs.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections import deque
@@ -22,6 +23,7 @@ from typing import Callable
 
 from verl_deploy.watch.events import (ANSI, EVENT_MARKERS, METRIC_LINE, Metrics, Progress, clean, parse_line,
                                       parse_segment)
+from verl_deploy.watch.handover import HANDOVER
 from verl_deploy.watch.signatures import (FailureClass, Signature, SignatureTable, alternation, fast_compile,
                                           load_table)
 from verl_deploy.watch.state import HISTORY, RunState
@@ -41,6 +43,7 @@ MAX_LINE_TEXT = 2000  # characters kept of one matching line
 HITS_KEPT = 10  # lines kept per signature
 PHASE_WINDOW = 150  # lines either side of a failure where the phase is looked for
 GUARDED = frozenset({"device_oom"})  # diagnosis.GUARDS: the verdict reads every kept line of these classes
+HANDOVER_MARKER = re.escape(HANDOVER)  # run_training.sh's last line before the trainer: what came before was survived
 
 
 def one_line(exc: BaseException) -> str:
@@ -111,7 +114,7 @@ def prefilter_sources(table: SignatureTable, *, eager: bool, saturated: frozense
     signatures = [s.pattern.pattern for c in table.classes for n, s in enumerate(c.signatures)
                   if (c.id, n) not in saturated]
     phase_sources = [p.pattern.pattern for p in table.phases] if phases else []
-    return [source.lstrip("^") for source in signatures + phase_sources] + markers
+    return [source.lstrip("^") for source in signatures + phase_sources] + markers + [HANDOVER_MARKER]
 
 
 def _last_lines(block: bytes, marker: bytes, accept: Callable[[str], bool], limit: int) -> list[str]:
@@ -179,6 +182,7 @@ class LogScanner:
         self.skipped = 0  # lines that could not be read (see LineSkipped); they never stop the scan
         self.first_skipped: LineSkipped | None = None
         self.position = 0  # byte offset, in the block being fed, of the line being looked at
+        self.handover_line: int | None = None  # the last line where verl-deploy's scripts handed over to the training
 
     def _compile_prefilter(self) -> None:
         """The one combined search over every signature not yet saturated, the phases and the event markers.
@@ -335,6 +339,8 @@ class LogScanner:
 
     def _line(self, number: int, raw: bytes) -> None:
         text = raw.decode("utf-8", errors="replace")
+        if HANDOVER in text:
+            self.handover_line = number
         if number <= self._phase_until:  # else: read back if a failure first shows within PHASE_WINDOW lines
             mark = self._phase_mark(number, text)
             if mark:
