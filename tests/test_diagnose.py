@@ -285,9 +285,24 @@ def test_a_survived_failure_alone_is_named_with_where_it_came_from():
     is still the only lead (on several nodes it can be a worker's), and the verdict says it came before the hand-over."""
     lines = RAY_RETRIED + [HANDED_OVER] + healthy_lines(2) + ["Segmentation fault (core dumped)"]
     result = verdict(lines)
-    assert result.class_id == "ray_cluster_startup" and result.failed
+    assert result.class_id == "ray_cluster_startup" and result.survived and not result.failed
     assert f"before the scripts handed over to the training (line {len(RAY_RETRIED) + 1})" in result.cause
+    assert result.retryable is None  # it did not end the run: no word on retrying it
     assert verdict(lines, eager=True).cause == result.cause
+
+
+def test_diagnose_names_a_survived_line_as_such_and_exits_0(tmp_path):
+    """A healthy training whose first `ray start` was retried: `diagnose` says what it saw, and that nothing failed
+    after the hand-over (exit 0), not a failure with a retry to make."""
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(RAY_RETRIED + [HANDED_OVER] + healthy_lines(3)) + "\n")
+    result = run_cli("diagnose", str(log))
+    verdict_line = next(line for line in result.stdout.splitlines() if line.startswith("verdict"))
+    assert result.returncode == 0, result.stdout
+    assert verdict_line.split()[1:3] == ["survived", "ray_cluster_startup:"] and "went on past it" in verdict_line
+    assert "retry" not in verdict_line
+    data = json.loads(run_cli("diagnose", str(log), "--json").stdout)
+    assert data["class"] == "ray_cluster_startup" and data["survived"] is True and data["retryable"] is None
 
 
 # -- the command ---------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_the_jobs_memory_limit_is_not_hidden_by_a_warning_or_a_line_the_scripts_
         scanner = LogScanner(eager=False)
         scanner.feed_lines(lines)
         seen = diagnose(scanner)
-        assert seen.class_id is not None and not seen.decisive
+        assert seen.class_id is not None and not seen.failed
         decision = decide(seen, spec(), 0, [], scheduler=scheduler)
         assert not decision.retry and decision.reason.startswith("host (CPU) memory ran out"), lines
     scanner = LogScanner(eager=False)

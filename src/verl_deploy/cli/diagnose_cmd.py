@@ -79,6 +79,8 @@ def _print_diagnosis(result, source: str) -> None:
     if result.failed:
         label = f"[bold red]{result.class_id}[/]"
         retry = {True: "an automatic retry makes sense", False: "do not retry as is", None: ""}[result.retryable]
+    elif result.survived:  # fatal where it was printed, but the scripts went on past it
+        label, retry = f"[yellow]survived {result.class_id}[/]", "before the hand-over; the scripts went on past it"
     else:  # said in words too: a pipe shows no colour, and nothing failed to retry
         label, retry = f"[yellow]warning {result.class_id}[/]", "nothing failed; the run may go on"
     grid.add_row("verdict", f"{label}: {escape(result.title)}{escape(phase)}" + (f" [dim]({retry})[/]" if retry else ""))

@@ -92,7 +92,7 @@ def _failure_of(record: RunRecord, backend: Backend, attempt: Attempt, code: int
         return backend.explain_end(attempt.handle) or unexplained(record, None) or early, early
     seen = failure_dict(diagnosis)
     # a warning (Ray's NPU probe, a slow step) or a line the scripts survived never outranks a signal
-    fatal = seen if diagnosis.decisive else None
+    fatal = seen if diagnosis.failed else None
     return (fatal or said.get("failure") or backend.explain_end(attempt.handle)  # or the backend's explanation
             or unexplained(record, code) or seen or unknown_failure(record, attempt.exit_code)), None
 

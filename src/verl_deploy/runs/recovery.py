@@ -76,7 +76,7 @@ def _failure_class(diagnosis: Diagnosis, scheduler: dict | None) -> str | Decisi
     limit is the host's OOM), else the log's warning or survived class; a Decision to stop when none names a failure
     recovery knows."""
     sched_failure = (scheduler or {}).get("failure") or {}
-    if diagnosis.class_id is not None and diagnosis.decisive:
+    if diagnosis.class_id is not None and diagnosis.failed:
         return diagnosis.class_id
     if sched_failure.get("class") == "host_oom":  # the job's memory limit, under a warning or a survived line
         return "host_oom"

@@ -51,12 +51,9 @@ class Diagnosis:
 
     @property
     def failed(self) -> bool:
-        return self.severity == "fatal"
-
-    @property
-    def decisive(self) -> bool:
-        """A fatal line the training printed: it outranks what the backend, a signal or the scheduler say."""
-        return self.failed and not self.survived
+        """A fatal line the training printed (not one the scripts survived before handing over): it outranks what
+        the backend, a signal or the scheduler say."""
+        return self.severity == "fatal" and not self.survived
 
     def as_dict(self) -> dict:
         return {
@@ -141,7 +138,8 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     failure = scanner.table.failure_class(chosen)
     entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
     hits = sorted((hit for e in entries for hit in e.hits), key=lambda h: h.line)
-    retryable, notes = _retry_and_notes(chosen, failure.retryable, entries, hits)
+    could_retry, notes = _retry_and_notes(chosen, failure.retryable, entries, hits)
+    retryable: bool | None = None if survived else could_retry  # a survived line did not end the run: no word on it
     result.survived = survived
     if survived:
         notes.append(f"These lines came before the scripts handed over to the training (line {scanner.handover_line}) "
