@@ -60,12 +60,22 @@ def test_the_training_dying_at_a_missing_module_is_an_environment_failure_with_i
     assert diagnosed["class"] == "missing_python_package"
 
 
-def test_a_failed_run_whose_log_names_nothing_known_still_has_a_class(npu_host, tmp_path):
+RAY_FIXTURES = Path(__file__).parent / "fixtures" / "ray"
+
+
+@pytest.mark.parametrize("printed_first", [False, True])
+def test_a_failed_run_whose_log_names_nothing_known_still_has_a_class(npu_host, tmp_path, printed_first):
+    """With `printed_first`, the log also holds Ray's NPU-probe warning and a `ray start` failure followed by a
+    hand-over line (a line the scripts survived): neither names what ended the run, so the class stays
+    unknown_failure and its cause says what the log showed."""
     from test_launch import fake_torch_npu
 
     verl = tmp_path / "verl"
+    lines = "".join((RAY_FIXTURES / name).read_text() for name in ("start-head-npu-without-acl.log",
+                                                                   "start-retried-then-handed-over.log"))
+    say = f"print({lines!r}, flush=True); " if printed_first else ""
     install_entry(verl, STANDIN.read_text().replace('if __name__ == "__main__":\n',
-                                                    'if __name__ == "__main__":\n    print("bye", flush=True); '
+                                                    f'if __name__ == "__main__":\n    {say}print("bye", flush=True); '
                                                     'sys.exit(3)\n', 1).replace("import os\n", "import os\nimport sys\n", 1))
     env = dict(npu_host["env"], PYTHONPATH=str(fake_torch_npu(tmp_path)))
     code, run = agent(env, "launch", "--search-root", str(npu_host["root"]), "--run-dir", str(verl), "--ckpts-dir",
@@ -79,6 +89,10 @@ def test_a_failed_run_whose_log_names_nothing_known_still_has_a_class(npu_host, 
         time.sleep(0.3)
     assert status["state"] == "failed" and status["failure"]["class"] == "unknown_failure", status["failure"]
     assert "status 3" in status["failure"]["cause"] and f"verl-deploy logs {run['id']} --errors" in status["failure"]["fix"]
+    if printed_first:
+        assert "it shows only ray_cluster_startup (lines the scripts survived" in status["failure"]["cause"]
+        assert "Failed to connect to GCS" in status["failure"]["lines"][0]["text"]
+        assert status["failure"]["decision"] == status["failure"]["cause"]  # not Ray's start-up advice
 
 
 def test_a_verl_that_does_not_import_is_the_environment_never_the_config():

@@ -108,14 +108,19 @@ def _notices(final: dict, kind: str) -> list[dict]:
     return [n for n in final["notices"] if n["kind"] == kind]
 
 
-def test_growing_responses_restart_the_run_at_a_checkpoint_with_the_feature_before_the_oom(long_run):
+@pytest.mark.parametrize("warned", [False, True])
+def test_growing_responses_restart_the_run_at_a_checkpoint_with_the_feature_before_the_oom(long_run, warned):
     """The responses grow 40 tokens a step; at 90 % of 1456 (step 7 or 8) a notice names the step, the lengths,
     the OOM length and recompute; at the next complete checkpoint the attempt stops and the next resumes from it
-    with recompute, whose estimate fits the worst step: nothing is watched after, the run succeeds."""
+    with recompute, whose estimate fits the worst step: nothing is watched after, the run succeeds. With `warned`,
+    the log also holds a warning (Ray's NPU probe without `acl`): the stop is still a restart, not a failure."""
     server, received, url = webhook_server()
+    env = {"STANDIN_STEP_SECONDS": "1"}
+    if warned:
+        env["STANDIN_LINES_FILE"] = str(Path(__file__).parent / "fixtures" / "ray" / "start-head-npu-without-acl.log")
     try:
         result = launch(long_run, "--follow", "--json", "--notify", url, "--features", "-dynamic_batch", *LAYOUT,
-                        env={"STANDIN_STEP_SECONDS": "1"})
+                        env=env)
     finally:
         server.shutdown()
     final = json.loads(result.stdout)

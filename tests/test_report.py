@@ -17,7 +17,7 @@ import pytest
 from browser import chromium, load
 from conftest import run_cli
 from test_launch import launch as launch_with_check, trainer  # noqa: F401  (trainer is a fixture)
-from verl_logs import HEADER, metric_line, progress_line
+from verl_logs import HEADER, healthy_lines, metric_line, progress_line
 
 pytest.importorskip("matplotlib", reason="the report needs the optional extra: pip install 'verl-deploy[report]'")
 OOM = ("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total "
@@ -247,6 +247,18 @@ def test_a_file_without_metrics_still_gets_a_page_that_says_so(tmp_path):
     empty.write_bytes(b"\x00\x01binary\xff\n")
     written = report(str(empty), "-o", str(tmp_path / "out"))
     assert written["plots"] == [] and "no <code>step:N - key:value</code> metric lines" in Path(written["html"]).read_text()
+
+
+def test_a_line_the_scripts_survived_is_shown_as_such_and_is_not_the_runs_failure(tmp_path):
+    """A healthy training whose first `ray start` was retried: the page shows the line marked survived, and the
+    report's failure is none (as `diagnose` exits 0 on it)."""
+    fixture = Path(__file__).parent / "fixtures" / "ray" / "start-retried-then-handed-over.log"
+    log = tmp_path / "train.log"
+    log.write_text(fixture.read_text() + "\n".join(healthy_lines(3)) + "\n")
+    written = report(str(log), "--output", str(tmp_path / "out"))
+    assert written["failure"] is None and written["steps"] == 3
+    page = Path(written["html"]).read_text()
+    assert "<b>ray_cluster_startup</b> (survived)" in page and 'class="failure warning"' in page
 
 
 def test_metric_values_near_the_float_limit_are_marked_not_plotted_and_the_report_is_written(tmp_path):

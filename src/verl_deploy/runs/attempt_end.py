@@ -34,7 +34,9 @@ def attempt_ended(record: RunRecord, backend: Backend, code: int | None, diagnos
     if record.stop_requested:  # `verl-deploy stop` while we watched (save() records the state)
         _save(record)
         return False
-    if stopped_by_us and predicted_oom.stopping(attempt) and diagnosis.class_id is None:
+    # stopped at a checkpoint ahead of a predicted OOM: a restart, unless the training failed by itself meanwhile
+    # (a warning or a line the scripts survived, such as Ray's NPU probe on every NPU host without `acl`, is no failure)
+    if stopped_by_us and predicted_oom.stopping(attempt) and not diagnosis.failed:
         return _preempt(record, attempt)
     if code == 0 and not stopped_by_us:
         _exited_zero(record, attempt)
@@ -91,10 +93,11 @@ def _failure_of(record: RunRecord, backend: Backend, attempt: Attempt, code: int
     if early:  # no training ran: theirs, unless the container or disk went
         return backend.explain_end(attempt.handle) or unexplained(record, None) or early, early
     seen = failure_dict(diagnosis)
-    # a warning (Ray's NPU probe, a slow step) or a line the scripts survived never outranks a signal
-    fatal = seen if diagnosis.failed else None
-    return (fatal or said.get("failure") or backend.explain_end(attempt.handle)  # or the backend's explanation
-            or unexplained(record, code) or seen or unknown_failure(record, attempt.exit_code)), None
+    if diagnosis.failed:
+        return seen, None
+    # a warning (Ray's NPU probe, a slow step) or a line the scripts survived never names what ended the run
+    return (said.get("failure") or backend.explain_end(attempt.handle)  # the scheduler's or backend's word
+            or unexplained(record, code) or unknown_failure(record, attempt.exit_code, also_seen=diagnosis)), None
 
 
 def _budget(record: RunRecord) -> tuple[int, int]:
@@ -114,7 +117,7 @@ def _decision(record: RunRecord, spec: RunSpec, diagnosis: Diagnosis, scheduler:
     decision = decide(diagnosis, spec, retries, attempt.features, scheduler=scheduler, resubmits_done=resubmits)
     if not early:  # no training ran: nothing for the memory calibration
         _calibrate(spec, diagnosis, decision)
-    if attempt.failure and (diagnosis.class_id is None or early) and not (scheduler or {}).get("failure"):
+    if attempt.failure and (not diagnosis.failed or early) and not (scheduler or {}).get("failure"):
         decision = Decision(False, attempt.failure["cause"])
     return decision
 

@@ -19,6 +19,7 @@ from verl_deploy.runs.checkpoints import tracked_step
 from verl_deploy.runs.record import RunRecord, disk_full_info
 from verl_deploy.spec import RunSpec
 from verl_deploy.watch import handover
+from verl_deploy.watch.diagnosis import Diagnosis
 
 FINAL_LINE = b"Final validation metrics:"
 FULL_BELOW = 64 * 1024  # bytes free under which a failure the log does not name is put down to the full disk
@@ -105,11 +106,17 @@ def exit_from_log(log: str | None) -> int | None:
     return int(found[-1]) if found else None
 
 
-def unknown_failure(record: RunRecord, code: int | None) -> dict:
-    """A failure the log does not name and nothing else explains: still a class, never null."""
+def unknown_failure(record: RunRecord, code: int | None, also_seen: Diagnosis | None = None) -> dict:
+    """A failure the log does not name and nothing else explains: still a class, never null. `also_seen`: the
+    log's verdict when it is only a warning or a line the scripts survived (said, and its lines kept)."""
     said = f"exited with status {code}" if code is not None else "ended"
-    return {"class": "unknown_failure", "phase": None, "retryable": False, "lines": [],
-            "cause": f"the training {said} and its log names no failure verl-deploy knows",
+    seen, lines = "", []
+    if also_seen is not None and also_seen.class_id is not None:
+        kind = "lines the scripts survived before the hand-over" if also_seen.survived else "a warning"
+        seen = f"; it shows only {also_seen.class_id} ({kind}), which did not end it"
+        lines = [{"line": h.line, "text": h.text} for h in also_seen.lines[:3]]
+    return {"class": "unknown_failure", "phase": None, "retryable": False, "lines": lines,
+            "cause": f"the training {said} and its log names no failure verl-deploy knows{seen}",
             "fix": f"read the errors (`verl-deploy logs {record.id} --errors`) and the last lines of the log; "
                    f"`verl-deploy diagnose LOG` explains a known one; then `verl-deploy resume {record.id}`"}
 

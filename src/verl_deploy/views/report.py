@@ -176,16 +176,32 @@ def _failure(source: Source, diagnoses: list) -> str:
                                   "fatal", ""))
     elif diagnoses and diagnoses[-1] is not None and diagnoses[-1].class_id:
         d = diagnoses[-1]
-        out.append(_failure_block(d.class_id, d.cause, d.fix, None, [(h.line, h.text) for h in d.lines], d.severity, ""))
-    attempts = getattr(record, "attempts", None) or []
-    recovered = []
-    for attempt, d in zip(attempts[:-1], diagnoses[:-1]):
-        if d is not None and d.class_id:
-            line = d.lines[0].text if d.lines else ""
-            recovered.append(f"<li>attempt {attempt.n} at step {d.step}: <b>{_e(d.class_id)}</b> — {_e(line[:300])}</li>")
+        out.append(_failure_block(d.class_id, d.cause, d.fix, None, [(h.line, h.text) for h in d.lines],
+                                  "survived" if d.survived else d.severity, ""))
+    recovered = [_recovered(attempt, d) for attempt, d in zip((getattr(record, "attempts", None) or [])[:-1],
+                                                                diagnoses[:-1])]
+    recovered = [item for item in recovered if item]
     if recovered:
         out.append("<p>Recovered by a new attempt (see Attempts):</p><ul>" + "".join(recovered) + "</ul>")
     return "\n".join(out) or '<p class="muted">No failure found in the log.</p>'
+
+
+def _recovered(attempt, d) -> str:
+    """One earlier attempt's end, as the supervisor recorded it, else as its log shows it ('' when neither names one)."""
+    ended = getattr(attempt, "failure", None) or {}
+    name = ended.get("class") or (d.class_id if d is not None else None)
+    if not name:
+        return ""
+    line = (ended.get("lines") or [{}])[0].get("text") or (d.lines[0].text if d is not None and d.lines else "")
+    step = d.step if d is not None else "?"
+    return f"<li>attempt {attempt.n} at step {step}: <b>{_e(name)}</b> — {_e(line[:300])}</li>"
+
+
+def _failure_class(source: Source, diagnoses: list) -> str | None:
+    """The run's failure as its record says, else the last attempt whose log shows one (a warning or a line the
+    scripts survived is none)."""
+    recorded = getattr(source.record, "failure", None) or {}
+    return recorded.get("class") or next((d.class_id for d in reversed(diagnoses) if d and d.failed), None)
 
 
 def _attempts(source: Source) -> str:
@@ -298,7 +314,7 @@ def build(source: Source, out_dir: Path) -> dict:
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(html_path)
     return {"html": str(html_path), "plots": [str(f.path) for f in figures], "metrics": len(history.series.points),
-            "steps": history.step, "failure": next((d.class_id for d in reversed(diagnoses) if d and d.class_id), None),
+            "steps": history.step, "failure": _failure_class(source, diagnoses),
             "validation": {"final": bool(history.final_validation), "metrics": dict(history.final_validation)}
             if history.final_validation else None,
             "marks": [{"step": m.step, "kind": m.kind, "label": m.label} for m in history.marks if m.kind != "checkpoint"]}

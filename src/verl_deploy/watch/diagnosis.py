@@ -134,7 +134,8 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     if not counted:
         return result
 
-    order, chosen, fatal, survived = _rank(scanner, counted)
+    order, chosen, fatal, survived_classes = _rank(scanner, counted)
+    survived = chosen in survived_classes
     failure = scanner.table.failure_class(chosen)
     entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
     hits = sorted((hit for e in entries for hit in e.hits), key=lambda h: h.line)
@@ -145,6 +146,10 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
         notes.append(f"These lines came before the scripts handed over to the training (line {scanner.handover_line}) "
                      "and the scripts went on past them: on one node they did not end the run; with several nodes, "
                      "look at the node that printed them.")
+    elif fatal and survived_classes:
+        notes.append(f"Before the scripts handed over to the training (line {scanner.handover_line}) the log also "
+                     f"shows {', '.join(c for c in order if c in survived_classes)}, which the scripts went on past; "
+                     "with several nodes, one node's failure there can be the cause of this one.")
     phase = _phase(scanner.marks_near.get(chosen, []), hits[0].line) or failure.default_phase
     result.class_id, result.title, result.severity = chosen, failure.title, "fatal" if fatal else "warning"
     result.phase, result.phase_label = phase, scanner.table.phase_label(phase)
@@ -155,8 +160,9 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     return result
 
 
-def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple[list[str], str, bool, bool]:
-    """(the classes seen in precedence order, the chosen one, whether it is fatal, whether the scripts survived it).
+def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple[list[str], str, bool, set[str]]:
+    """(the classes seen in precedence order, the chosen one, whether it is fatal, the fatal classes the scripts
+    survived).
 
     The chosen class is the first fatal one the training printed, else the first fatal one the scripts survived
     (printed before the hand-over), else the first class seen."""
@@ -164,7 +170,7 @@ def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple
     fatal = [c for c in order if any(e.signature.severity == "fatal" for e in counted[c])]
     survived = {c for c in fatal if all(_before(entry, scanner.handover_line) for entry in counted[c])}
     chosen = ([c for c in fatal if c not in survived] or fatal or order)[0]
-    return order, chosen, chosen in fatal, chosen in survived
+    return order, chosen, chosen in fatal, survived
 
 
 def _before(entry: SignatureHits, handover_line: int | None) -> bool:
