@@ -256,14 +256,9 @@ def test_a_ray_head_that_timed_out_is_rays_start_up_and_start_verl_tries_again()
     assert "VERL_DEPLOY_RAY_START_TRIES" in result.cause and result.secondary == ["ray_npu_type_unknown"]
 
 
-# what start_verl.sh prints when its first `ray start` fails and the second starts (a stale session's port)
-RAY_RETRIED = [
-    "2026-12-04 16:23:29,964\tINFO scripts.py:1043 -- Local node IP: 192.0.2.2",
-    "ConnectionError: Failed to connect to GCS at address 192.0.2.2:6379 within 5 seconds.",
-    "[start_verl] ray start failed; stopping what it started (session unknown) and trying again",
-    "[start_verl] started this run's Ray head at 192.0.2.2:6379 (session /tmp/vds-x/session_1, temp dir /tmp/vds-x)",
-]
-HANDED_OVER = "[verl-deploy] handing over to the training: python3 -m recipe.dapo.main_dapo in /data/verl"
+# what start_verl.sh prints when its first `ray start` fails and the second starts (a stale session's port), then the
+# hand-over line run_training.sh prints before the trainer
+*RAY_RETRIED, HANDED_OVER = (RAY / "start-retried-then-handed-over.log").read_text().splitlines()
 
 
 def test_a_failure_the_scripts_survived_never_outranks_the_trainings_own():

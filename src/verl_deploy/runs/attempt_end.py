@@ -92,9 +92,8 @@ def _failure_of(record: RunRecord, backend: Backend, attempt: Attempt, code: int
     early = None if said.get("failure") else script_failure(record, code, diagnosis)
     if early:  # no training ran: theirs, unless the container or disk went
         return backend.explain_end(attempt.handle) or unexplained(record, None) or early, early
-    seen = failure_dict(diagnosis)
     if diagnosis.failed:
-        return seen, None
+        return failure_dict(diagnosis), None
     # a warning (Ray's NPU probe, a slow step) or a line the scripts survived never names what ended the run
     return (said.get("failure") or backend.explain_end(attempt.handle)  # the scheduler's or backend's word
             or unexplained(record, code) or unknown_failure(record, attempt.exit_code, also_seen=diagnosis)), None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from verl_deploy import boundedread
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.runs import notify
-from verl_deploy.runs.outcome import HEAD_BYTES, scripts_say_handover
+from verl_deploy.runs.outcome import FAILURE_LINES, HEAD_BYTES, scripts_say_handover
 from verl_deploy.runs.record import Attempt, RunRecord, save_keeping_last_good as _save
 from verl_deploy.watch import handover
 
@@ -292,6 +292,6 @@ def failure_dict(diagnosis: Diagnosis) -> dict | None:
     if diagnosis.class_id is None:
         return None
     return {"class": diagnosis.class_id, "phase": diagnosis.phase, "cause": diagnosis.cause, "fix": diagnosis.fix,
-            "retryable": diagnosis.retryable, "lines": [{"line": h.line, "text": h.text} for h in diagnosis.lines[:3]]}
+            "retryable": diagnosis.retryable, "lines": diagnosis.line_dicts(FAILURE_LINES)}
 
 

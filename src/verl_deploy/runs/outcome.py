@@ -22,6 +22,7 @@ from verl_deploy.watch import handover
 from verl_deploy.watch.diagnosis import Diagnosis
 
 FINAL_LINE = b"Final validation metrics:"
+FAILURE_LINES = 3  # log lines a run's failure keeps (the record, status, notices)
 FULL_BELOW = 64 * 1024  # bytes free under which a failure the log does not name is put down to the full disk
 AGAIN = "launch again to resume from the last checkpoint"
 
@@ -114,7 +115,7 @@ def unknown_failure(record: RunRecord, code: int | None, also_seen: Diagnosis | 
     if also_seen is not None and also_seen.class_id is not None:
         kind = "lines the scripts survived before the hand-over" if also_seen.survived else "a warning"
         seen = f"; it shows only {also_seen.class_id} ({kind}), which did not end it"
-        lines = [{"line": h.line, "text": h.text} for h in also_seen.lines[:3]]
+        lines = also_seen.line_dicts(FAILURE_LINES)
     return {"class": "unknown_failure", "phase": None, "retryable": False, "lines": lines,
             "cause": f"the training {said} and its log names no failure verl-deploy knows{seen}",
             "fix": f"read the errors (`verl-deploy logs {record.id} --errors`) and the last lines of the log; "

@@ -55,6 +55,10 @@ class Diagnosis:
         the backend, a signal or the scheduler say."""
         return self.severity == "fatal" and not self.survived
 
+    def line_dicts(self, limit: int | None = None) -> list[dict]:
+        """The lines that show the verdict, as records and JSON keep them ({"line", "text"})."""
+        return [{"line": hit.line, "text": hit.text} for hit in self.lines[:limit]]
+
     def as_dict(self) -> dict:
         return {
             "class": self.class_id,
@@ -65,7 +69,7 @@ class Diagnosis:
             "fix": self.fix,
             "retryable": self.retryable,
             "survived": self.survived,
-            "lines": [{"line": hit.line, "text": hit.text} for hit in self.lines],
+            "lines": self.line_dicts(),
             "secondary": self.secondary,
             "step": self.step,
             "total_steps": self.total_steps,
