@@ -203,9 +203,9 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
 
 # Why a miss is a miss, where the numbers alone do not say it (read from the case's source).
 WHY = {
-    "C015": "micro-batch 16 without dynamic batching on GSM8K: 103 GiB at the maximum lengths (16 x 2048 tokens), "
-            "84 GiB of 79 at the typical step (half of both lengths); remove-padding keeps only real tokens and "
-            "GSM8K's prompts and responses are a few hundred tokens: at 200/300 the update needs ~74 GiB and fits. "
+    "C015": "micro-batch 16 without dynamic batching on GSM8K: 98 GiB at the maximum lengths (16 x 2048 tokens), "
+            "81 GiB of 79 at the typical step (half of both lengths); remove-padding keeps only real tokens and "
+            "GSM8K's prompts and responses are a few hundred tokens: at 200/300 the update needs ~72 GiB and fits. "
             "The typical step has no real prompt/response lengths to go on",
     "C019": "the same script is documented as running (C018); its reporter ran out of memory inside the optimizer "
             "step (megatron-core 0.12.2 by the traceback's line numbers: distrib_optimizer.py:2093, optimizer.py:453), "
@@ -232,14 +232,13 @@ WHY = {
             "ran: H36 (Megatron on H20, 10.1 GiB to spare in the update), H11, H29, H38 (Megatron on H100, 13-16) "
             "and H40 (FSDP on H20, 3.6). Left unexplained; not fitted",
     # held-out misses, taken apart after a scoring run (H35, H36 and H40, seen the same way, are right since the
-    # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code)
-    "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
-           "update still needs ~81 GiB of 79; at GSM8K-like lengths (200-token prompts, 300-token responses) it fits "
-           "(~73 GiB): the typical step has no real prompt/response lengths to go on",
+    # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code; H39
+    # since the update counts the larger of the logits and the rebuilt layer, autograd's order, not both)
     "H41": "as H40 on 80 GB devices: the rank's 40 sequences (256 x 5 / 32) of 1024 tokens are cut into 2 "
-           "micro-batches of 20480 tokens (verl's rearrange_micro_batches); even at GSM8K-like lengths the estimate "
-           "counts ~81-90 GiB (72B FSDP: 34 GiB of state, checkpointed layer inputs 80 x 2h per token, bf16 logits "
-           "and their gradient); not examined further",
+           "micro-batches of 20480 tokens (verl's rearrange_micro_batches), and at half the lengths one of 20480: "
+           "84 GiB of 79 (72B FSDP: 34 GiB of state, checkpointed layer inputs 80 x 2h per token = 25 GiB, bf16 "
+           "logits and their gradient 11.6 GiB of which the rebuilt layer's 6.8 overlap). GSM8K's real lengths "
+           "(~400 tokens a sequence) would put it near 78; the typical step has no real lengths to go on",
 }
 
 

@@ -343,3 +343,50 @@ def test_megatron_moe_optimizer_shards_experts_over_expert_data_parallel(tmp_pat
     with_cp = replace(moe, cp=2)
     assert terms.optimizer_states(shape, with_cp).bytes == pytest.approx(expected)
     assert "expert-DP 1" in terms.optimizer_states(shape, moe).formula
+
+
+def test_the_update_counts_the_larger_of_the_logits_and_the_rebuilt_layer_not_both(tmp_path):
+    """The backward uses the logits and their gradient, then frees them, then rebuilds the last checkpointed
+    layer: the update's peak is the saved activations plus the larger of the two (H39: ~6 GiB too many)."""
+    s, m, prepared = setup_and_shape(tmp_path, "Qwen3-8B", framework="fsdp", device="gpu", devices="0-7", gen_tp=2,
+                                     allow_tp_mismatch=True, max_prompt_length=1024, max_response_length=3072,
+                                     batch_size=64, n_resp_per_prompt=8,
+                                     overrides=[f"{A}actor.ppo_max_token_len_per_gpu=8192"])
+    update = prepared.memory.phases["actor_update"]
+    tokens = 8192
+    rebuilt = tokens * 2 * (5 * 4096 + 2 * 4096 + 2 * 1024 + 4 * 12288)  # one layer, gradient checkpointing on
+    logits_bytes = tokens * 151936 * 4  # bf16 logits + their gradient: the larger here
+    assert terms.recompute_working(m, s, tokens) == rebuilt
+    assert update["activations"].bytes == tokens * 36 * 2 * 4096 + rebuilt
+    assert update["logits"].bytes == logits_bytes - rebuilt
+    assert update["activations"].bytes + update["logits"].bytes == tokens * 36 * 2 * 4096 + max(rebuilt, logits_bytes)
+    assert "freed before the backward rebuilds" in update["logits"].formula
+    # nothing rebuilt (Megatron without recompute): the logits count whole
+    mc, _m, prepared = setup_and_shape(tmp_path / "mc", "Qwen3-8B", framework="megatron", device="gpu",
+                                       devices="0-7", max_prompt_length=1024, max_response_length=3072,
+                                       batch_size=64, n_resp_per_prompt=8)
+    assert mc.recompute is None and terms.recompute_working(m, mc, tokens) == 0
+    mt = terms.tokens_per_device(mc, log_prob=False)[0]
+    assert prepared.memory.phases["actor_update"]["logits"].bytes == \
+        terms.logits(m, mc, mt, training=True, entropy=mc.entropy_in_update).bytes
+
+
+def test_autograd_frees_the_logits_before_it_reruns_a_checkpointed_layer():
+    """The order the term above rests on, with real torch: a checkpointed layer, an lm_head and a log-prob; the
+    layer runs again only after the head's backward has used (and released) the logits' gradient."""
+    torch = pytest.importorskip("torch", reason="the order is torch's; install the test extra")
+    from torch.utils.checkpoint import checkpoint
+
+    events: list[str] = []
+    layer, head = torch.nn.Linear(8, 8), torch.nn.Linear(8, 50)
+
+    def block(x):
+        events.append("layer runs")
+        return torch.relu(layer(x))
+
+    head.register_full_backward_hook(lambda *_: events.append("lm_head backward done"))  # wraps the next forward
+    hidden = checkpoint(block, torch.randn(4, 8, requires_grad=True), use_reentrant=False)
+    logits = head(hidden)
+    logits.register_hook(lambda grad: events.append("logits' gradient made"))
+    torch.log_softmax(logits, -1)[:, 0].sum().backward()
+    assert events == ["layer runs", "logits' gradient made", "lm_head backward done", "layer runs"]

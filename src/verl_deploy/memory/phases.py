@@ -158,7 +158,8 @@ def phase_terms(m: ModelShape, s: Setup, usable_gb: float) -> Phases:
         update["grad_buffer"] = t.gradients(m, s)
     act = t.activations(m, s, tokens)
     update["activations"] = _cut(act, why, s.dynamic_bsz)
-    update["logits"] = t.logits(m, s, tokens, training=True, entropy=s.entropy_in_update)
+    update["logits"] = t.logits_beyond_recompute(t.logits(m, s, tokens, training=True, entropy=s.entropy_in_update),
+                                                 t.recompute_working(m, s, tokens))
     dispatch = t.moe_dispatch_buffers(m, s, tokens)
     if dispatch.bytes:
         update["moe_dispatch"] = dispatch

@@ -361,6 +361,38 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
                 SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + ("; " + SRC_RECOMPUTE if s.recompute == "full" else "") + ("; " + SRC_PP if s.pp > 1 else ""))
 
 
+def recompute_working(m: ModelShape, s: Setup, tokens: int) -> float:
+    """Bytes of the layer(s) the backward rebuilds (gradient checkpointing, full or selective recompute), already
+    inside activations(): the part that is alive only while a checkpointed layer runs its backward."""
+    if s.framework == "fsdp":
+        return float(tokens * layer_activation_bytes(m)) if s.gradient_checkpointing else 0.0
+    if s.recompute == "selective":
+        return float(tokens * megatron_layer_peak_dropped(m, s))
+    if s.recompute == "full":
+        layers = _layers_per_stage(m, s)
+        working_layers = 1 if s.recompute_method == "block" else min(max(1, s.recompute_layers or 1), layers)
+        return float(tokens * working_layers * megatron_layer_bytes(m, s))
+    return 0.0
+
+
+SRC_BACKWARD_ORDER = ("autograd runs the backward from the loss: the log-prob / cross-entropy and lm_head (output "
+                      "layer) backward use the [tokens, vocab] logits and their gradient and free them before the "
+                      "last checkpointed layer is run again (torch/utils/checkpoint.py recomputes a layer when its "
+                      "backward is reached)")
+
+
+def logits_beyond_recompute(logit: Term, working: float) -> Term:
+    """The update's logits peak counted only where it passes the rebuilt layer: the two are never alive together,
+    so the backward's peak is the saved activations plus the larger of the two."""
+    if working <= 0:
+        return logit
+    kept = max(0.0, logit.bytes - working)
+    return Term(kept, f"{logit.formula}; freed before the backward rebuilds a checkpointed layer "
+                      f"({working / GIB:.1f} GiB, counted in activations): "
+                      + (f"{kept / GIB:.1f} GiB beyond it" if kept else "the rebuilt layer is the larger"),
+                logit.source + "; " + SRC_BACKWARD_ORDER)
+
+
 def forward_activations(m: ModelShape, s: Setup, tokens: int) -> Term:
     """Forward without grad (log-prob): about two layers' worth alive at a time."""
     full = layer_activation_bytes(m) if s.framework == "fsdp" else megatron_layer_bytes(m, s.with_(recompute=None)) * s.tp
