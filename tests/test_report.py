@@ -259,6 +259,26 @@ def test_a_line_the_scripts_survived_is_shown_as_such_and_is_not_the_runs_failur
     assert written["failure"] is None and written["steps"] == 3
     page = Path(written["html"]).read_text()
     assert "<b>ray_cluster_startup</b> (survived)" in page and 'class="failure warning"' in page
+    # the plots draw no failure for it and the legend names none; the marks' list says what it was
+    assert written["plots"] and not any("-mark-failure-" in Path(svg).read_text() for svg in written["plots"])
+    assert "the training printed a failure" not in page
+    assert "ray_cluster_startup (survived: before the hand-over)" in page and "<h2>Failure: none</h2>" in page
+    assert [m["kind"] for m in written["marks"]] == ["survived"]
+
+
+def test_a_failure_after_the_hand_over_is_still_drawn_as_one(tmp_path):
+    """The same retried start, then the training itself fails: that line is the run's failure and the plots mark it;
+    the start-up line stays survived."""
+    fixture = Path(__file__).parent / "fixtures" / "ray" / "start-retried-then-handed-over.log"
+    log = tmp_path / "train.log"
+    log.write_text(fixture.read_text() + "\n".join(healthy_lines(3))
+                   + "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    written = report(str(log), "--output", str(tmp_path / "out"))
+    assert written["failure"] == "device_oom"
+    assert sorted(m["kind"] for m in written["marks"]) == ["failure", "survived"]
+    assert any("-mark-failure-" in Path(svg).read_text() for svg in written["plots"])
+    page = Path(written["html"]).read_text()
+    assert "the training printed a failure" in page and "<h2>Failure</h2>" in page
 
 
 def test_metric_values_near_the_float_limit_are_marked_not_plotted_and_the_report_is_written(tmp_path):

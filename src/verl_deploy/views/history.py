@@ -28,8 +28,10 @@ class Mark:
     """Something to draw on the step axis: an attempt start, a resume, a failure, a checkpoint."""
 
     step: int
-    kind: str  # attempt | resume | failure | checkpoint
+    kind: str  # attempt | resume | failure | warning | survived | checkpoint
     label: str
+    attempt: int | None = None  # failure, warning, survived: the attempt and log line that printed it
+    line: int | None = None
 
 
 @dataclass
@@ -90,6 +92,17 @@ class RunHistory:
             self._scanner.feed(block)
             block = self._follower.read_block()
         self._scanner.peek_partial(self._follower.partial)
+        self._settle_survived()
+
+    def _settle_survived(self) -> None:
+        """A failure line printed before the scripts' last hand-over to the training was survived (they exit on one
+        they cannot retry): its mark stops being a failure once the hand-over line is read."""
+        handover = self._scanner.handover_line if self._scanner else None
+        if handover is None:
+            return
+        for mark in self.marks:
+            if mark.kind in ("failure", "warning") and mark.attempt == self.attempt_n and (mark.line or 0) < handover:
+                mark.kind, mark.label = "survived", f"{mark.label.split(' (')[0]} (survived: before the hand-over)"
 
     def finish_attempt(self):
         """The attempt ended: its last partial line, the end-of-log checks; returns its diagnosis."""
@@ -99,6 +112,7 @@ class RunHistory:
             return None
         self.update()
         self._scanner.feed(self._follower.take_partial())
+        self._settle_survived()
         if self._follower.problem:
             self.log_problems.append(f"attempt {self.attempt_n}'s log {self._follower.problem}")
         return diagnose(self._scanner)  # finishes the scan (a resume that ran no step shows only here)
@@ -140,7 +154,8 @@ class RunHistory:
         elif isinstance(event, CheckpointSaved):
             self.marks.append(Mark(event.step, "checkpoint", f"checkpoint at step {event.step}"))
         elif isinstance(event, FailureSeen):
-            self.marks.append(Mark(self.step, "failure", f"{event.class_id} ({event.severity})"))
+            kind = "failure" if event.severity == "fatal" else "warning"  # the plots draw failures only
+            self.marks.append(Mark(self.step, kind, f"{event.class_id} ({event.severity})", self.attempt_n, event.line))
         self._say(describe(event, self.total_steps))
 
 

@@ -218,7 +218,7 @@ def _attempts(source: Source) -> str:
 
 
 LEGEND = {"attempt": "a new attempt starts (OOM retry, resume)", "resume": "verl resumed from a checkpoint",
-          "failure": "a failure was seen"}
+          "failure": "the training printed a failure"}
 
 
 def _sample(kind: str) -> str:
@@ -234,13 +234,16 @@ def _sample(kind: str) -> str:
 
 
 def _marks(history: RunHistory) -> str:
-    drawn = sorted((m for m in history.marks if m.kind in ("attempt", "resume", "failure")), key=lambda m: m.step)
-    if not drawn:
+    """The legend of what the plots draw, and every mark as a line (warnings and survived lines are listed, not drawn:
+    nothing failed there)."""
+    listed = sorted((m for m in history.marks if m.kind in LEGEND or m.kind in ("warning", "survived")),
+                    key=lambda m: m.step)
+    if not listed:
         return ""
-    kinds = [k for k in ("attempt", "resume", "failure") if any(m.kind == k for m in drawn)]
+    kinds = [k for k in LEGEND if any(m.kind == k for m in listed)]
     legend = "".join(f'<span class="mark-{k}">{_sample(k)} {_e(k)}: {_e(LEGEND[k])}</span>' for k in kinds)
-    items = "".join(f'<li class="mark-{_e(m.kind)}">step {m.step}: {_e(m.label)}</li>' for m in drawn)
-    return f'<p class="legend">{legend}</p><ul>{items}</ul>'
+    items = "".join(f'<li class="mark-{_e(m.kind)}">step {m.step}: {_e(m.label)}</li>' for m in listed)
+    return (f'<p class="legend">{legend}</p>' if legend else "") + f"<ul>{items}</ul>"
 
 
 def _plots(figures: list) -> str:
@@ -300,7 +303,7 @@ def build(source: Source, out_dir: Path) -> dict:
 <h1>verl-deploy report: {_e(source.title)}</h1>
 <p class="muted">written {_e(time.strftime('%Y-%m-%d %H:%M:%S'))} from {len(source.logs)} log(s), {len(history.series.points)} metrics</p>
 <h2>Summary</h2>{_summary(history, source)}
-<h2>Failure</h2>{_failure(source, diagnoses)}
+<h2>{"Failure" if _failure_class(source, diagnoses) else "Failure: none"}</h2>{_failure(source, diagnoses)}
 {_attempts(source)}
 <h2>Metrics</h2>{_marks(history)}
 {_plots(figures) or no_metrics}
