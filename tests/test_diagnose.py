@@ -428,3 +428,24 @@ def test_follow_reads_a_tqdm_bar_that_has_no_newline_yet(tmp_path):
     follow(follower, scanner, poll=0.01, idle_exit=0.1)
     assert scanner.state.step == 2 and scanner.state.total_steps == 10
     assert scanner.lines == 2  # the unfinished line is counted once the follow ends
+
+
+def test_also_seen_says_which_classes_are_symptoms_warnings_or_survived(tmp_path):
+    """Beside the verdict, a class is called a symptom only if it is a failure of the training: the acl warning and a
+    `ray start` the scripts retried are named for what they are, on their own lines."""
+    acl = (RAY / "start-head-npu-without-acl.log").read_text().splitlines()
+    log = tmp_path / "train.log"
+    log.write_text("\n".join(RAY_RETRIED + acl + [HANDED_OVER] + healthy_lines(2) + excerpt("S-DOOM-01")
+                             + ["torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation "
+                                "timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 "
+                                "milliseconds before timing out."]) + "\n")
+    data = json.loads(run_cli("diagnose", str(log), "--json").stdout)
+    assert data["class"] == "device_oom"
+    assert data["secondary_warnings"] == ["ray_npu_type_unknown"]
+    assert data["secondary_survived"] == ["ray_cluster_startup"]
+    assert "collective_timeout" in data["secondary"]
+    seen = [line for line in run_cli("diagnose", str(log)).stdout.splitlines() if line.startswith("also seen")]
+    assert any(line.split()[2].startswith("collective_timeout") and "usually symptoms" in line for line in seen), seen
+    assert any("ray_cluster_startup" in line and "before the hand-over" in line for line in seen), seen
+    assert any("ray_npu_type_unknown" in line and "warnings: nothing failed there" in line for line in seen), seen
+    assert not any("usually symptoms" in line and ("ray_npu" in line or "ray_cluster" in line) for line in seen)

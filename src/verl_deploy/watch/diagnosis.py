@@ -37,7 +37,9 @@ class Diagnosis:
     fix: str | None = None
     retryable: bool | None = None
     lines: list[Hit] = field(default_factory=list)
-    secondary: list[str] = field(default_factory=list)
+    secondary: list[str] = field(default_factory=list)  # the other classes seen, in precedence order
+    secondary_warnings: list[str] = field(default_factory=list)  # of those: warnings only (no symptom of a failure)
+    secondary_survived: list[str] = field(default_factory=list)  # of those: fatal lines the scripts went on past
     step: int = 0
     total_steps: int | None = None
     metrics: dict[str, float] = field(default_factory=dict)
@@ -71,6 +73,8 @@ class Diagnosis:
             "survived": self.survived,
             "lines": self.line_dicts(),
             "secondary": self.secondary,
+            "secondary_warnings": self.secondary_warnings,
+            "secondary_survived": self.secondary_survived,
             "step": self.step,
             "total_steps": self.total_steps,
             "metrics": {key: _json_number(value) for key, value in self.metrics.items()},
@@ -138,7 +142,8 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     if not counted:
         return result
 
-    order, chosen, fatal, survived_classes = _rank(scanner, counted)
+    order, chosen, fatal_classes, survived_classes = _rank(scanner, counted)
+    fatal = chosen in fatal_classes
     survived = chosen in survived_classes
     failure = scanner.table.failure_class(chosen)
     entries = sorted(counted[chosen], key=lambda e: e.hits[0].line)
@@ -161,11 +166,13 @@ def diagnose(scanner: LogScanner) -> Diagnosis:
     result.fix, result.retryable = failure.fix, retryable
     result.lines = hits[:LINES_SHOWN]
     result.secondary = [c for c in order if c != chosen]
+    result.secondary_warnings = [c for c in result.secondary if c not in fatal_classes]
+    result.secondary_survived = [c for c in result.secondary if c in survived_classes]
     return result
 
 
-def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple[list[str], str, bool, set[str]]:
-    """(the classes seen in precedence order, the chosen one, whether it is fatal, the fatal classes the scripts
+def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple[list[str], str, set[str], set[str]]:
+    """(the classes seen in precedence order, the chosen one, the fatal classes, the fatal classes the scripts
     survived).
 
     The chosen class is the first fatal one the training printed, else the first fatal one the scripts survived
@@ -174,7 +181,7 @@ def _rank(scanner: LogScanner, counted: dict[str, list[SignatureHits]]) -> tuple
     fatal = [c for c in order if any(e.signature.severity == "fatal" for e in counted[c])]
     survived = {c for c in fatal if all(_before(entry, scanner.handover_line) for entry in counted[c])}
     chosen = ([c for c in fatal if c not in survived] or fatal or order)[0]
-    return order, chosen, chosen in fatal, survived
+    return order, chosen, set(fatal), survived
 
 
 def _before(entry: SignatureHits, handover_line: int | None) -> bool:
