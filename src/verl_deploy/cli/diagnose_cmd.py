@@ -88,13 +88,18 @@ def _print_diagnosis(result, source: str) -> None:
     grid.add_row("fix", escape(result.fix))
     for index, hit in enumerate(result.lines):
         grid.add_row("lines" if index == 0 else "", f"[dim]{hit.line}:[/] {escape(hit.text)}")
+    _also_seen(grid, result)
+    console().print(grid)
+
+
+def _also_seen(grid, result) -> None:
+    """The other classes, each kind on its own line: only a failure of the training is called a symptom."""
     symptoms = [c for c in result.secondary if c not in result.secondary_warnings + result.secondary_survived]
     for names, why in ((symptoms, "usually symptoms of the above"),
                        (result.secondary_survived, "before the hand-over; the scripts went on past it"),
                        (result.secondary_warnings, "warnings: nothing failed there")):
         if names:
             grid.add_row("also seen", f"{escape(', '.join(names))} [dim]({why})[/]")
-    console().print(grid)
 
 
 @app.command("diagnose", epilog=EPILOG)
