@@ -94,6 +94,8 @@ def _print_diagnosis(result, source: str) -> None:
 
 def _also_seen(grid, result) -> None:
     """The other classes, each kind on its own line: only a failure of the training is called a symptom."""
+    from rich.markup import escape
+
     symptoms = [c for c in result.secondary if c not in result.secondary_warnings + result.secondary_survived]
     for names, why in ((symptoms, "usually symptoms of the above"),
                        (result.secondary_survived, "before the hand-over; the scripts went on past it"),
