@@ -390,3 +390,19 @@ def test_autograd_frees_the_logits_before_it_reruns_a_checkpointed_layer():
     logits.register_hook(lambda grad: events.append("logits' gradient made"))
     torch.log_softmax(logits, -1)[:, 0].sum().backward()
     assert events == ["layer runs", "logits' gradient made", "lm_head backward done", "layer runs"]
+
+
+def test_fsdp1_keeps_the_untied_input_embeddings_gathered_fsdp2_does_not(tmp_path):
+    """verl's FSDP1 wraps decoder layers only, so embeddings and lm_head are the root unit, which torch's FSDP1 never
+    frees after the forward; FSDP2 (what verl-deploy sends) wraps them apart. A tied model has one matrix either way."""
+    flags = dict(framework="fsdp", device="gpu", devices="0-7")
+    fsdp2, m, _ = setup_and_shape(tmp_path / "2", "Qwen3-8B", **flags)
+    fsdp1, _m, prepared = setup_and_shape(tmp_path / "1", "Qwen3-8B", **flags,
+                                          overrides=[f"{A}actor.strategy=fsdp"])
+    assert (fsdp2.fsdp_strategy, fsdp1.fsdp_strategy, m.tied_embeddings) == ("fsdp2", "fsdp", False)
+    extra = terms.fsdp_unsharded(m, fsdp1, training=True).bytes - terms.fsdp_unsharded(m, fsdp2, training=True).bytes
+    assert extra == 151936 * 4096 * 2  # vocab x hidden x 2 B (bf16)
+    assert "FSDP1 root unit" in prepared.memory.phases["actor_update"]["unsharded"].formula
+    from dataclasses import replace
+    tied = replace(m, tied_embeddings=True)
+    assert terms.fsdp_unsharded(tied, fsdp1, training=True).bytes == terms.fsdp_unsharded(tied, fsdp2, training=True).bytes

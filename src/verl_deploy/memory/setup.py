@@ -78,6 +78,7 @@ class Setup:
     fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
     expected_response_len: int | None = None  # the mean response length the run is expected to reach (spec field)
     recompute_modules: tuple[str, ...] = ("core_attn",)  # Megatron's selective recompute: the modules it recomputes
+    fsdp_strategy: str = "fsdp2"  # actor.strategy: fsdp (FSDP1, verl's default) or fsdp2 (what verl-deploy sends)
 
     @property
     def world(self) -> int:
@@ -208,6 +209,7 @@ def _layout(spec, read) -> dict:
         ep=max(1, _int(read("expert_model_parallel_size"), 1)), etp=max(1, _int(etp, tp) if etp else tp),
         sp=max(1, _int(read("ulysses_sequence_parallel_size"), 1)) if not megatron else 1,
         fsdp_size=_int(read("fsdp_size"), -1),
+        fsdp_strategy=str(read("fsdp_strategy") or "fsdp") if not megatron else "megatron",
         rollout_tp=max(1, _int(read("rollout_tp"), spec.rollout_tp)), rollout_ep=max(1, _int(read("rollout_ep"), 1)),
         vpp=(_int(read("virtual_pipeline_model_parallel_size"), 0) or None) if megatron else None,
     )

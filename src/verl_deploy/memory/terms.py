@@ -104,16 +104,25 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
     return Term((dense / dense_shards + experts / expert_shards) * 12 * on_device, text, SRC_MCORE_STATE)
 
 
+SRC_FSDP1_ROOT = ("torch/distributed/fsdp/_runtime_utils.py:493-500 (FSDP1 never frees the root unit's gathered "
+                  "params after the forward); " + VERL + "utils/fsdp_utils.py get_fsdp_wrap_policy (decoder layers "
+                  "only: the embeddings and lm_head are the root's), apply_fsdp2 / _select_fsdp2_wrap_targets (FSDP2 "
+                  "wraps embed_tokens and lm_head apart when untied)")
+
+
 def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
     """FSDP gathers each layer whole (bf16) while it runs, the next one prefetched, and the lm_head
-    for the logits; the backward also holds the gathered layer's gradient before reduce-scatter."""
+    for the logits; the backward also holds the gathered layer's gradient before reduce-scatter. FSDP1 (actor.strategy
+    fsdp) keeps its root unit gathered from the forward to the end of the backward: untied input embeddings too."""
     layer = (m.params() - m.vocab * m.hidden * (1 if m.tied_embeddings else 2)) / m.layers
-    held = 2 * layer + m.vocab * m.hidden
+    root_embeddings = m.vocab * m.hidden if (s.fsdp_strategy == "fsdp" and not m.tied_embeddings) else 0
+    held = 2 * layer + m.vocab * m.hidden + root_embeddings
     total = held * 2 + (layer * 2 if training else 0)
-    return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)} params x 2 B (bf16)"
-                       + (" + one layer's gradient" if training else ""),
+    return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)}"
+                       + (f" + input embeddings {_b(root_embeddings)} (FSDP1 root unit)" if root_embeddings else "")
+                       + " params x 2 B (bf16)" + (" + one layer's gradient" if training else ""),
                 "torch FSDP: all-gather of a unit's params in param_dtype bf16, the next unit prefetched "
-                "(backward_prefetch), reduce-scatter of its full gradient")
+                "(backward_prefetch), reduce-scatter of its full gradient" + ("; " + SRC_FSDP1_ROOT if root_embeddings else ""))
 
 
 # ---- tokens per micro-batch -------------------------------------------------------------------

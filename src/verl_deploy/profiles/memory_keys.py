@@ -29,6 +29,7 @@ MEMORY_KEYS: dict[str, tuple[tuple[str, str], object]] = {
     "ppo_mini_batch_size": ((A + "actor.ppo_mini_batch_size",) * 2, 256),
     "ulysses_sequence_parallel_size": ((A + "actor.ulysses_sequence_parallel_size", ""), 1),
     "fsdp_size": ((A + "actor.fsdp_config.fsdp_size", ""), -1),
+    "fsdp_strategy": ((A + "actor.strategy", ""), "fsdp"),
     "gradient_checkpointing": ((A + "model.enable_gradient_checkpointing", ""), False),
     "recompute_granularity": (("", TC + "recompute_granularity"), None),
     "recompute_method": (("", TC + "recompute_method"), None),
