@@ -194,7 +194,7 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
     features, feature_overrides = _features(row, framework)
     flags["features"] = ",".join(features)
     # the cases' scripts leave actor.strategy alone: verl's default FSDP1 ran them (verl-deploy's own launch sends fsdp2)
-    strategy = [f"{A}actor.strategy=fsdp"] if framework == "fsdp" else []
+    strategy = [f"{A}actor.strategy=fsdp"] if row["framework"].strip() == "fsdp" else []  # "fsdp2" rows ran FSDP2
     flags["overrides"] = overrides + feature_overrides + _batching(row) + _knobs(row) + strategy
     config = {"gpu_memory_utilization": number(row["gpu_memory_utilization"]),
               "rollout_engine": "sglang" if "sglang" in row["rollout_engine"] else "vllm"}
@@ -205,9 +205,9 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
 
 # Why a miss is a miss, where the numbers alone do not say it (read from the case's source).
 WHY = {
-    "C015": "micro-batch 16 without dynamic batching on GSM8K: 99 GiB at the maximum lengths (16 x 2048 tokens), "
-            "82 GiB of 79 at the typical step (half of both lengths); remove-padding keeps only real tokens and "
-            "GSM8K's prompts and responses are a few hundred tokens: at 200/300 the update needs ~74 GiB and fits. "
+    "C015": "micro-batch 16 without dynamic batching on GSM8K: 101 GiB at the maximum lengths (16 x 2048 tokens), "
+            "84 GiB of 79 at the typical step (half of both lengths); remove-padding keeps only real tokens and "
+            "GSM8K's prompts and responses are a few hundred tokens: at 200/300 the update needs ~75 GiB and fits. "
             "The typical step has no real prompt/response lengths to go on",
     "C019": "the same script is documented as running (C018); its reporter ran out of memory inside the optimizer "
             "step (megatron-core 0.12.2 by the traceback's line numbers: distrib_optimizer.py:2093, optimizer.py:453), "
@@ -234,15 +234,17 @@ WHY = {
             "ran: H36 (Megatron on H20, 10.1 GiB to spare in the update), H11, H29, H38 (Megatron on H100, 13-16) "
             "and H40 (FSDP on H20, 3.6). Left unexplained; not fitted",
     # held-out misses, taken apart after a scoring run (H35, H36 and H40, seen the same way, are right since the
-    # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code; H39
-    # since the update counts the larger of the logits and the rebuilt layer, autograd's order, not both)
+    # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code)
+    "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
+           "update needs 79.6 GiB of 79.1 (the FSDP1 root's embeddings and held lm_head gradient, 1 GiB each, put it "
+           "over); at GSM8K-like lengths (200-token prompts, 300-token responses) it fits (~73 GiB): the typical step "
+           "has no real prompt/response lengths to go on",
     "H41": "as H40 on 80 GB devices: the rank's 40 sequences (256 x 5 / 32) of 1024 tokens are cut into 2 "
            "micro-batches of 20480 tokens (verl's rearrange_micro_batches), and at half the lengths one of 20480: "
-           "86 GiB of 79 (72B FSDP1: 34 GiB of state, checkpointed layer inputs 80 x 2h per token = 25 GiB, the "
-           "root unit's embeddings and lm_head, bf16 logits and their gradient 11.6 GiB of which the rebuilt layer's "
-           "6.8 overlap). Not the lengths: at GSM8K-like 200/300 it is still ~85, since the token budget keeps one "
-           "micro-batch of ~20000 tokens. The legacy dp_actor the case ran (verl 2239fd0) divides the logits in place "
-           "(one bf16 copy, not 0.9's two: at most 4.8 GiB here); what else is over-counted was not found",
+           "89 GiB of 79 (72B FSDP1: 34 GiB of state, checkpointed layer inputs 80 x 2h per token = 25 GiB, the "
+           "root unit's embeddings, lm_head and held lm_head gradient 7 GiB, bf16 logits and their gradient 11.6 GiB "
+           "of which the rebuilt layer's 6.8 overlap). Not the lengths: at GSM8K-like 200/300 it is still ~88, since "
+           "the token budget keeps one micro-batch of ~20000 tokens. What is over-counted was not found",
 }
 
 

@@ -449,3 +449,18 @@ def test_also_seen_says_which_classes_are_symptoms_warnings_or_survived(tmp_path
     assert any("ray_cluster_startup" in line and "before the hand-over" in line for line in seen), seen
     assert any("ray_npu_type_unknown" in line and "warnings: nothing failed there" in line for line in seen), seen
     assert not any("usually symptoms" in line and ("ray_npu" in line or "ray_cluster" in line) for line in seen)
+
+
+def test_a_signature_the_scripts_survived_is_reported_again_when_the_training_prints_it():
+    """The scanner reports a signature once; a line before the hand-over was survived, so the same failure printed
+    by the training is reported again (the supervisor's grace and the report's mark start from it)."""
+    events: list = []
+    scanner = LogScanner(on_event=events.append)
+    gcs = next(line for line in RAY_RETRIED if "Failed to connect to GCS" in line)
+    lines = RAY_RETRIED + [HANDED_OVER] + healthy_lines(3) + [gcs, gcs]
+    scanner.feed_lines(lines)
+    seen = [(e.class_id, e.line) for e in events if isinstance(e, FailureSeen) and e.severity == "fatal"]
+    after = len(lines) - 1
+    assert seen == [("ray_cluster_startup", 2), ("ray_cluster_startup", after)]  # once before, once after; no more
+    result = diagnose(scanner)
+    assert result.class_id == "ray_cluster_startup" and result.failed and not result.survived

@@ -400,9 +400,38 @@ def test_fsdp1_keeps_the_untied_input_embeddings_gathered_fsdp2_does_not(tmp_pat
     fsdp1, _m, prepared = setup_and_shape(tmp_path / "1", "Qwen3-8B", **flags,
                                           overrides=[f"{A}actor.strategy=fsdp"])
     assert (fsdp2.fsdp_strategy, fsdp1.fsdp_strategy, m.tied_embeddings) == ("fsdp2", "fsdp", False)
-    extra = terms.fsdp_unsharded(m, fsdp1, training=True).bytes - terms.fsdp_unsharded(m, fsdp2, training=True).bytes
-    assert extra == 151936 * 4096 * 2  # vocab x hidden x 2 B (bf16)
+    matrix = 151936 * 4096 * 2  # vocab x hidden x 2 B (bf16)
+    def extra(shape, training):
+        return terms.fsdp_unsharded(shape, fsdp1, training=training).bytes - \
+            terms.fsdp_unsharded(shape, fsdp2, training=training).bytes
+    assert extra(m, training=False) == matrix  # the input embeddings, gathered with the lm_head
+    assert extra(m, training=True) == 2 * matrix  # and the lm_head's gradient, held to the end of the backward
     assert "FSDP1 root unit" in prepared.memory.phases["actor_update"]["unsharded"].formula
     from dataclasses import replace
-    tied = replace(m, tied_embeddings=True)
-    assert terms.fsdp_unsharded(tied, fsdp1, training=True).bytes == terms.fsdp_unsharded(tied, fsdp2, training=True).bytes
+    tied = replace(m, tied_embeddings=True)  # one matrix: nothing more gathered, its gradient still held
+    assert extra(tied, training=False) == 0 and extra(tied, training=True) == matrix
+
+
+def test_an_fsdp1_root_gradient_waits_for_the_embeddings_gradient():
+    """What the term above rests on, with real torch: embeddings and lm_head as views of one flat parameter (FSDP1's
+    unit). The lm_head's gradient is made right after the logits' and can be summed into the flat parameter's only
+    once the embeddings' arrives, after the checkpointed layer has run again: it is held through the rerun."""
+    torch = pytest.importorskip("torch", reason="the order is torch's; install the test extra")
+    from torch.utils.checkpoint import checkpoint
+
+    flat = torch.nn.Parameter(torch.randn(2 * 50 * 8))
+    events: list[str] = []
+    layer = torch.nn.Linear(8, 8)
+    embed_w, head_w = (view.view(50, 8) for view in flat.split(400))
+    flat.register_hook(lambda grad: events.append("flat gradient summed"))
+
+    def block(x):
+        events.append("layer runs")
+        return torch.relu(layer(x))
+
+    hidden = checkpoint(block, torch.nn.functional.embedding(torch.tensor([1, 2, 3]), embed_w), use_reentrant=False)
+    logits = hidden @ head_w.t()
+    logits.register_hook(lambda grad: events.append("logits' gradient made (the lm_head's follows)"))
+    torch.log_softmax(logits, -1)[:, 0].sum().backward()
+    assert events == ["layer runs", "logits' gradient made (the lm_head's follows)", "layer runs",
+                      "flat gradient summed"]

@@ -305,3 +305,17 @@ def test_a_missing_file_or_run_is_one_line():
 def test_the_cli_does_not_import_matplotlib_to_start():
     code = "import sys, verl_deploy.cli; assert 'matplotlib' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_the_same_failure_before_and_after_the_hand_over_is_survived_then_drawn(tmp_path):
+    """A retried `ray start`, then the training loses the cluster with the same line: the first is survived, the
+    second is the run's failure, drawn at the step it came."""
+    fixture = Path(__file__).parent / "fixtures" / "ray" / "start-retried-then-handed-over.log"
+    gcs = next(line for line in fixture.read_text().splitlines() if "Failed to connect to GCS" in line)
+    log = tmp_path / "train.log"
+    log.write_text(fixture.read_text() + "\n".join(healthy_lines(3)) + f"\n{gcs}\n")
+    last = len(log.read_text().splitlines())
+    written = report(str(log), "--output", str(tmp_path / "out"))
+    assert written["failure"] == "ray_cluster_startup"
+    assert [(m["kind"], m["step"], m["line"]) for m in written["marks"]] == [("survived", 0, 2), ("failure", 3, last)]
+    assert any("-mark-failure-" in Path(svg).read_text() for svg in written["plots"])

@@ -105,7 +105,8 @@ def optimizer_states(m: ModelShape, s: Setup) -> Term:
 
 
 SRC_FSDP1_ROOT = ("torch/distributed/fsdp/_runtime_utils.py:493-500 (FSDP1 never frees the root unit's gathered "
-                  "params after the forward); " + VERL + "utils/fsdp_utils.py get_fsdp_wrap_policy (decoder layers "
+                  "params after the forward), _flat_param.py (a unit's params are split views of one flat parameter, "
+                  "whose gradient is summed when every view's has arrived); " + VERL + "utils/fsdp_utils.py get_fsdp_wrap_policy (decoder layers "
                   "only: the embeddings and lm_head are the root's), apply_fsdp2 / _select_fsdp2_wrap_targets (FSDP2 "
                   "wraps embed_tokens and lm_head apart when untied)")
 
@@ -115,14 +116,19 @@ def fsdp_unsharded(m: ModelShape, s: Setup, *, training: bool) -> Term:
     for the logits; the backward also holds the gathered layer's gradient before reduce-scatter. FSDP1 (actor.strategy
     fsdp) keeps its root unit gathered from the forward to the end of the backward: untied input embeddings too."""
     layer = (m.params() - m.vocab * m.hidden * (1 if m.tied_embeddings else 2)) / m.layers
-    root_embeddings = m.vocab * m.hidden if (s.fsdp_strategy == "fsdp" and not m.tied_embeddings) else 0
+    fsdp1 = s.fsdp_strategy == "fsdp"
+    root_embeddings = m.vocab * m.hidden if (fsdp1 and not m.tied_embeddings) else 0
+    # FSDP1's root is one flat parameter: the lm_head's gradient (a view's) is summed into it only when the
+    # embeddings' arrives, at the end of the backward, so it stays alive while the layers are rebuilt
+    root_grad = m.vocab * m.hidden if (fsdp1 and training) else 0
     held = 2 * layer + m.vocab * m.hidden + root_embeddings
-    total = held * 2 + (layer * 2 if training else 0)
+    total = held * 2 + (layer * 2 if training else 0) + root_grad * 2
     return Term(total, f"2 gathered layers of {_b(layer)} + lm_head {_b(m.vocab * m.hidden)}"
                        + (f" + input embeddings {_b(root_embeddings)} (FSDP1 root unit)" if root_embeddings else "")
-                       + " params x 2 B (bf16)" + (" + one layer's gradient" if training else ""),
+                       + " params x 2 B (bf16)" + (" + one layer's gradient" if training else "")
+                       + (" + the lm_head's gradient, held to the end of the backward (FSDP1 root)" if root_grad else ""),
                 "torch FSDP: all-gather of a unit's params in param_dtype bf16, the next unit prefetched "
-                "(backward_prefetch), reduce-scatter of its full gradient" + ("; " + SRC_FSDP1_ROOT if root_embeddings else ""))
+                "(backward_prefetch), reduce-scatter of its full gradient" + ("; " + SRC_FSDP1_ROOT if fsdp1 else ""))
 
 
 # ---- tokens per micro-batch -------------------------------------------------------------------

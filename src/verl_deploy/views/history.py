@@ -96,12 +96,12 @@ class RunHistory:
 
     def _settle_survived(self) -> None:
         """A failure line printed before the scripts' last hand-over to the training was survived (they exit on one
-        they cannot retry): its mark stops being a failure once the hand-over line is read."""
+        they cannot retry): its mark stops being a failure once the hand-over line is read. A warning stays one."""
         handover = self._scanner.handover_line if self._scanner else None
         if handover is None:
             return
         for mark in self.marks:
-            if mark.kind in ("failure", "warning") and mark.attempt == self.attempt_n and (mark.line or 0) < handover:
+            if mark.kind == "failure" and mark.attempt == self.attempt_n and (mark.line or 0) < handover:
                 mark.kind, mark.label = "survived", f"{mark.label.split(' (')[0]} (survived: before the hand-over)"
 
     def finish_attempt(self):

@@ -320,4 +320,5 @@ def build(source: Source, out_dir: Path) -> dict:
             "steps": history.step, "failure": _failure_class(source, diagnoses),
             "validation": {"final": bool(history.final_validation), "metrics": dict(history.final_validation)}
             if history.final_validation else None,
-            "marks": [{"step": m.step, "kind": m.kind, "label": m.label} for m in history.marks if m.kind != "checkpoint"]}
+            "marks": [{"step": m.step, "kind": m.kind, "label": m.label, "attempt": m.attempt, "line": m.line}
+                      for m in history.marks if m.kind != "checkpoint"]}

@@ -183,6 +183,7 @@ class LogScanner:
         self.first_skipped: LineSkipped | None = None
         self.position = 0  # byte offset, in the block being fed, of the line being looked at
         self.handover_line: int | None = None  # the last line where verl-deploy's scripts handed over to the training
+        self._reported_at: dict[tuple[str, int], int] = {}  # signature -> the line its last FailureSeen came from
 
     def _compile_prefilter(self) -> None:
         """The one combined search over every signature not yet saturated, the phases and the event markers.
@@ -341,6 +342,7 @@ class LogScanner:
         text = raw.decode("utf-8", errors="replace")
         if HANDOVER in text:
             self.handover_line = number
+            self._saturated.clear()  # what the scripts printed before is no reason to stop looking at the training
         if number <= self._phase_until:  # else: read back if a failure first shows within PHASE_WINDOW lines
             mark = self._phase_mark(number, text)
             if mark:
@@ -383,7 +385,12 @@ class LogScanner:
             self.first_hit_line[failure.id] = number
             self.marks_near[failure.id] = self._marks_before(number)
             self._phase_until = max(self._phase_until, number + PHASE_WINDOW) if not self._exact else sys.maxsize
-        if entry.count == signature.min_count:  # once per signature, when it starts to count
+        reported = self._reported_at.get(key)
+        again = reported is not None and self.handover_line is not None and reported < self.handover_line
+        # once per signature, when it starts to count; again when the training prints one that came before the
+        # scripts handed over (that one was survived: this one is the training's own)
+        if entry.count == signature.min_count or (again and entry.count > signature.min_count):
+            self._reported_at[key] = number
             self.on_event(FailureSeen(failure.id, number, text[:MAX_LINE_TEXT], signature.severity))
 
     def _redundant_in(self, failure: FailureClass) -> list[tuple[str, int]]:
