@@ -189,7 +189,9 @@ def test_the_container_start_and_stop_commands_keep_a_hostile_run_dir_inert(tmp_
     started = subprocess.Popen(["bash", "-c", start_command(str(remote))], env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 20
-        while not (remote / "started.txt").exists() and time.monotonic() < deadline:
+        started_txt = remote / "started.txt"
+        # `echo started > started.txt` makes the file, then writes: wait for the line, not the file (CI read it empty)
+        while not (started_txt.exists() and started_txt.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
         leader = int((remote / "pid").read_text())
         assert (remote / "started.txt").read_text() == "started\n"
