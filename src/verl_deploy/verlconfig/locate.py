@@ -83,7 +83,7 @@ def from_wheel(version: str, *, download: bool = True, announce=None) -> ConfigS
     """The configs of verl==version, fetched from PyPI once and kept in the cache."""
     target = cache_dir() / "verl" / version
     cached = (target / "verl" / "trainer" / "config").is_dir()
-    if cached and (target.joinpath(*DATACLASS_DIR).is_dir() or not download):
+    if _complete(target) or (cached and not download):
         return ConfigSource(version, target, "wheel")
     if not download:
         raise ConfigUnavailable(f"verl {version} configs are not in the cache ({target})")
@@ -115,7 +115,9 @@ def _fetch_wheel(version: str, target: Path, announce=None) -> ConfigSource:
                 for name in wheel.namelist():
                     if name.startswith(KEEP_PREFIXES) and not name.endswith("/"):
                         wheel.extract(name, staging)
-            if target.is_dir():  # an older cache: swap it out, then in with the new one
+            if _complete(target):  # another process published the same release meanwhile, maybe in use: keep it
+                shutil.rmtree(staging, ignore_errors=True)
+            elif target.is_dir():  # an older cache: swap it out, then in with the new one
                 old = Path(tempfile.mkdtemp(prefix=f"verl-{version}-old-", dir=target.parent))
                 os.replace(target, old / "cache")
                 os.replace(staging, target)
@@ -127,6 +129,11 @@ def _fetch_wheel(version: str, target: Path, announce=None) -> ConfigSource:
             if not target.is_dir():
                 raise ConfigUnavailable(f"cannot unpack the verl {version} wheel: {exc}") from None
     return ConfigSource(version, target, "wheel")
+
+
+def _complete(target: Path) -> bool:
+    """A cache with the configs and the dataclasses: nothing to fetch (and not to be swapped out under a reader)."""
+    return (target / "verl" / "trainer" / "config").is_dir() and target.joinpath(*DATACLASS_DIR).is_dir()
 
 
 def _ensure(path: Path) -> Path:
