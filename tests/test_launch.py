@@ -116,6 +116,28 @@ def test_an_oom_whose_driver_hangs_is_stopped_after_a_short_grace_and_recovered(
     assert time.monotonic() - started < GRACE_AFTER_FATAL and ACT_NOW_GRACE < 30
 
 
+def test_an_oom_on_a_host_too_busy_to_stop_ray_quickly_keeps_the_trainers_own_exit_status(trainer, tmp_path):
+    """The trainer exits on the OOM at once, but start_verl.sh's EXIT trap still stops its Ray (a /proc scan and a
+    TERM-then-KILL pause, seconds on a loaded host: CI saw 5 s pass). The supervisor lets that cleanup finish
+    instead of killing the script mid-way after ACT_NOW_GRACE: the record keeps the exit file's status."""
+    from verl_deploy.runs.follow import ACT_NOW_GRACE, CLEANUP_GRACE
+
+    slow = tmp_path / "slow-host"
+    slow.mkdir()
+    pause = int(ACT_NOW_GRACE) + 3  # the cleanup's pause, longer than the grace an OOM gets
+    assert pause < CLEANUP_GRACE
+    (slow / "sleep").write_text(f"#!/bin/bash\nif [ \"$1\" = 2 ]; then exec /bin/sleep {pause}; fi\n"
+                                "exec /bin/sleep \"$@\"\n")
+    (slow / "sleep").chmod(0o755)
+    result = launch(trainer, "--follow", "--json", env={"STANDIN_FAIL": "device_oom", "STANDIN_FAIL_STEP": "3",
+                                                        "PATH": f"{slow}:{trainer['env']['PATH']}"})
+    final = json.loads(result.stdout)
+    assert final["state"] == "succeeded", result.stderr[-3000:]
+    for attempt in final["attempts"][:2]:
+        assert attempt["exit_code"] == 1 and attempt["exit_seen"] is None, attempt
+        assert (Path(attempt["log"]).parent / "exit_code").read_text().strip() == "1"
+
+
 def test_host_oom_adds_no_offload_and_stops_with_a_notice(trainer):
     server, received, url = webhook_server()
     try:

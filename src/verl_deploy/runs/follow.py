@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from verl_deploy import boundedread
 from verl_deploy.backends.protocol import Backend
 from verl_deploy.runs import notify
-from verl_deploy.runs.outcome import FAILURE_LINES, HEAD_BYTES, scripts_say_handover
+from verl_deploy.runs.outcome import EXITED, FAILURE_LINES, HEAD_BYTES, scripts_say_handover
 from verl_deploy.runs.record import Attempt, RunRecord, save_keeping_last_good as _save
 from verl_deploy.watch import handover
 
@@ -33,6 +33,9 @@ ACT_NOW = ("device_oom", "rollout_kv_cache_insufficient")  # recovered at once, 
 # ... after this long: a training that exits by itself on the error leaves its own exit status (the record says
 # what the trainer said, not "ended by the supervisor"); one that hangs is stopped without waiting for Ray
 ACT_NOW_GRACE = 5.0
+# once start_verl.sh printed the training's exit status, its EXIT trap stops the attempt's Ray (seconds on a busy
+# host): it is given this long to finish, so no Ray of a stopped attempt is left holding the devices
+CLEANUP_GRACE = 30.0
 
 
 def _restore(record: RunRecord) -> LogScanner:
@@ -114,6 +117,7 @@ class _Reading:
     last_save: float = 0.0
     spec: Any = None  # the attempt's RunSpec, read once from the record when the predicted-OOM watch needs it
     scripts_first: bool = False  # the scripts have not handed over yet: their failure lines start no grace
+    cleanup_since: float | None = None  # when start_verl.sh printed the training's exit status (its cleanup runs)
 
     def feed(self, block: bytes, base: int) -> None:
         """Feed whole lines (the follower's blocks end at a line's end); the hand-over line is in one block."""
@@ -127,6 +131,8 @@ class _Reading:
         self._feed(block, base)
 
     def _feed(self, block: bytes, base: int) -> None:
+        if self.cleanup_since is None and EXITED.search(block):
+            self.cleanup_since = time.monotonic()
         try:
             _feed(self.scanner, block, base, self.skip_at)
         except Exception as exc:  # where in the log it died: the next supervisor skips that line
@@ -151,7 +157,10 @@ class _Reading:
         if not self.fatal:
             return False
         seen, failure = self.fatal[0]
-        waited = time.monotonic() - seen
+        now = time.monotonic()
+        if self.cleanup_since is not None:  # the training exited: the scripts are stopping Ray, let them finish
+            return now - self.cleanup_since > CLEANUP_GRACE
+        waited = now - seen
         return (failure.class_id in ACT_NOW and waited > ACT_NOW_GRACE) or waited > GRACE_AFTER_FATAL
 
 
