@@ -78,7 +78,7 @@ class Setup:
     fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
     expected_response_len: int | None = None  # the mean response length the run is expected to reach (spec field)
     recompute_modules: tuple[str, ...] = ("core_attn",)  # Megatron's selective recompute: the modules it recomputes
-    fsdp_strategy: str = "fsdp2"  # actor.strategy: fsdp (FSDP1, verl's default) or fsdp2 (what verl-deploy sends)
+    fsdp_strategy: str = "fsdp"  # actor.strategy: fsdp (FSDP1, verl's default, as read() falls back to) or fsdp2
 
     @property
     def world(self) -> int:

@@ -327,13 +327,15 @@ def pipeline_in_flight(s: Setup, tokens: int) -> float:
 
 
 def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
-    """Training forward kept for backward, with or without recompute / gradient checkpointing."""
+    """Training forward kept for backward, with or without recompute / gradient checkpointing; the layer the
+    backward rebuilds is recompute_working()."""
     keep = 2 * m.hidden  # a checkpointed layer (or chunk) keeps its input only
     layers = _layers_per_stage(m, s)
+    working = recompute_working(m, s, tokens)
     if s.framework == "fsdp":
         full = layer_activation_bytes(m)
         if s.gradient_checkpointing:
-            total = tokens * (layers * keep + full)
+            total = tokens * layers * keep + working
             text = f"{tokens} tokens x ({layers} layers x {keep} B checkpointed input + one layer {full} B)"
         else:
             total = tokens * layers * full
@@ -342,32 +344,26 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
     full = megatron_layer_bytes(m, s)
     keep_rank = keep / s.tp  # sequence parallel: the checkpointed input is this rank's shard
     chunk = max(1, s.recompute_layers or 1)
+    in_flight = pipeline_in_flight(s, tokens)
+    if s.recompute == "selective":  # each layer keeps what recompute_modules leave; one layer rebuilds the rest
+        how = (f"{layers} layers x {full} B kept (selective: {', '.join(s.recompute_modules) or 'no modules'})"
+               + (f" + one layer's {megatron_layer_peak_dropped(m, s)} B rebuilt" if working else ""))
+        return Term(tokens * layers * full * in_flight + working,
+                    f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)",
+                    SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + "; " + SRC_SELECTIVE
+                    + ("; " + SRC_PP if s.pp > 1 else ""))
     if s.recompute == "full" and s.recompute_method == "block":
         recomputed = min(layers, chunk)
         stored_per_token = recomputed * keep_rank + (layers - recomputed) * full
-        working_layers = 1
         how = f"{recomputed} recomputed layers x {keep_rank:.0f} B + {layers - recomputed} layers x {full} B"
     elif s.recompute == "full":  # uniform (Megatron's default method): one input per chunk of N layers
         chunks = -(-layers // chunk)
         stored_per_token = chunks * keep_rank
-        working_layers = min(chunk, layers)
         how = f"{chunks} checkpointed chunks of {chunk} layers x {keep_rank:.0f} B"
-    elif s.recompute == "selective":  # each layer keeps what recompute_modules leave; one layer rebuilds the rest
-        stored_per_token = layers * full
-        working_layers = 0
-        rebuilt = megatron_layer_peak_dropped(m, s)
-        how = (f"{layers} layers x {full} B kept (selective: {', '.join(s.recompute_modules) or 'no modules'})"
-               + (f" + one layer's {rebuilt} B rebuilt" if rebuilt else ""))
-        return Term(tokens * (stored_per_token * pipeline_in_flight(s, tokens) + rebuilt),
-                    f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)",
-                    SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + "; " + SRC_SELECTIVE
-                    + ("; " + SRC_PP if s.pp > 1 else ""))
     else:  # no recompute
         stored_per_token = layers * full
-        working_layers = 0
         how = f"{layers} layers x {full} B"
-    in_flight = pipeline_in_flight(s, tokens)
-    working = tokens * working_layers * full  # the chunk being recomputed in the backward
+    working_layers = round(working / (tokens * full)) if working and tokens and full else 0
     text = (f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)"
             + (f" x {in_flight:g} micro-batches in flight (PP {s.pp}" + (f", VPP {s.vpp}" if s.vpp else "") + ")"
                if in_flight != 1 else "")
@@ -377,8 +373,8 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
 
 
 def recompute_working(m: ModelShape, s: Setup, tokens: int) -> float:
-    """Bytes of the layer(s) the backward rebuilds (gradient checkpointing, full or selective recompute), already
-    inside activations(): the part that is alive only while a checkpointed layer runs its backward."""
+    """Bytes of the layer(s) the backward rebuilds (gradient checkpointing, full or selective recompute): alive
+    only while a checkpointed layer runs its backward (counted in activations())."""
     if s.framework == "fsdp":
         return float(tokens * layer_activation_bytes(m)) if s.gradient_checkpointing else 0.0
     if s.recompute == "selective":
