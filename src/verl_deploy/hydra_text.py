@@ -96,6 +96,13 @@ def parse_override(text: object) -> UserOverride:
     if not isinstance(text, str):
         raise OverrideSyntaxError(f"{text!r} is a {type(text).__name__}, not KEY=VALUE text",
                                   "write each override as a string KEY=VALUE, e.g. trainer.save_freq=20")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_text(text: str) -> UserOverride:
+    """Hydra's ANTLR parser takes ~0.5 ms an override and `import` reads the same ones many times: kept per text
+    (the result is frozen; a refusal is raised again each time, not kept)."""
     shown = text if len(text) <= 80 else text[:77] + "..."
     if len(text) > MAX_OVERRIDE_CHARS:
         raise OverrideSyntaxError(f"{shown!r} is {len(text)} characters long (at most {MAX_OVERRIDE_CHARS})",
