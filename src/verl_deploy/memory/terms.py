@@ -352,17 +352,7 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
                     f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)",
                     SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + "; " + SRC_SELECTIVE
                     + ("; " + SRC_PP if s.pp > 1 else ""))
-    if s.recompute == "full" and s.recompute_method == "block":
-        recomputed = min(layers, chunk)
-        stored_per_token = recomputed * keep_rank + (layers - recomputed) * full
-        how = f"{recomputed} recomputed layers x {keep_rank:.0f} B + {layers - recomputed} layers x {full} B"
-    elif s.recompute == "full":  # uniform (Megatron's default method): one input per chunk of N layers
-        chunks = -(-layers // chunk)
-        stored_per_token = chunks * keep_rank
-        how = f"{chunks} checkpointed chunks of {chunk} layers x {keep_rank:.0f} B"
-    else:  # no recompute
-        stored_per_token = layers * full
-        how = f"{layers} layers x {full} B"
+    stored_per_token, how = _megatron_stored(s, layers, full, keep_rank, chunk)
     working_layers = round(working / (tokens * full)) if working and tokens and full else 0
     text = (f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)"
             + (f" x {in_flight:g} micro-batches in flight (PP {s.pp}" + (f", VPP {s.vpp}" if s.vpp else "") + ")"
@@ -370,6 +360,18 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
             + (f" + {working_layers} layer(s) recomputing" if working_layers else ""))
     return Term(tokens * stored_per_token * in_flight + working, text,
                 SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + ("; " + SRC_RECOMPUTE if s.recompute == "full" else "") + ("; " + SRC_PP if s.pp > 1 else ""))
+
+
+def _megatron_stored(s: Setup, layers: int, full: int, keep_rank: float, chunk: int) -> tuple[float, str]:
+    """(bytes per token a Megatron rank keeps for the backward, how) with full recompute or none."""
+    if s.recompute == "full" and s.recompute_method == "block":
+        recomputed = min(layers, chunk)
+        return (recomputed * keep_rank + (layers - recomputed) * full,
+                f"{recomputed} recomputed layers x {keep_rank:.0f} B + {layers - recomputed} layers x {full} B")
+    if s.recompute == "full":  # uniform (Megatron's default method): one input per chunk of N layers
+        chunks = -(-layers // chunk)
+        return chunks * keep_rank, f"{chunks} checkpointed chunks of {chunk} layers x {keep_rank:.0f} B"
+    return layers * full, f"{layers} layers x {full} B"  # no recompute
 
 
 def recompute_working(m: ModelShape, s: Setup, tokens: int) -> float:
