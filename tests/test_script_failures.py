@@ -280,3 +280,37 @@ def test_a_local_run_whose_ray_head_cannot_start_is_told_as_the_scripts_failure(
     assert "no known failure" not in shown
     assert os.path.exists(final["log"])
 
+
+
+OOM_LINE = ("RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total capacity; 49.47 GiB "
+            "already allocated; 49.47 GiB current active; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)\n")
+EXIT_LINE = "[start_verl] run_training.sh exited with status 1\n"
+
+
+def _stop_times(monkeypatch, name: str, training: str) -> list[int]:
+    """The seconds after the log was read at which the supervisor's reading says "stop the attempt now"."""
+    from verl_deploy.runs import follow
+
+    clock = [1000.0]
+    monkeypatch.setattr(follow.time, "monotonic", lambda: clock[0])
+    record = record_with_log(name, f"{HANDOVER} python3 -m x\n{training}", f"echo '{HANDOVER}'\n")
+    reading = follow._reading(record, record.attempts[-1])
+    reading.drain()
+    stops = []
+    for after in (4, 6, 29, 31, 119, 121):
+        clock[0] = 1000.0 + after
+        if reading.fatal_waited_out():
+            stops.append(after)
+    return stops
+
+
+def test_start_verls_exit_line_lengthens_a_failures_grace_to_its_ray_cleanup_and_never_shortens_it(monkeypatch):
+    """An OOM gets 5 s before the supervisor ends the attempt; once start_verl.sh printed the training's exit status
+    its EXIT trap is stopping Ray, which gets 30 s from that line. A failure with the long grace (120 s: a driver
+    that may still end by itself) keeps it. The line counts only as start_verl.sh prints it, at a line's start."""
+    assert _stop_times(monkeypatch, "oom", OOM_LINE)[0] == 6
+    assert _stop_times(monkeypatch, "oom-exit", OOM_LINE + EXIT_LINE)[0] == 31
+    assert _stop_times(monkeypatch, "config-exit", "omegaconf.errors.ConfigAttributeError: Key 'x' is not in struct\n"
+                       + EXIT_LINE)[0] == 121
+    echoed = f"(TaskRunner pid=7) old log: {EXIT_LINE}"
+    assert _stop_times(monkeypatch, "oom-echoed", OOM_LINE + echoed)[0] == 6

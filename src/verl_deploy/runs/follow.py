@@ -34,7 +34,8 @@ ACT_NOW = ("device_oom", "rollout_kv_cache_insufficient")  # recovered at once, 
 # what the trainer said, not "ended by the supervisor"); one that hangs is stopped without waiting for Ray
 ACT_NOW_GRACE = 5.0
 # once start_verl.sh printed the training's exit status, its EXIT trap stops the attempt's Ray (seconds on a busy
-# host): it is given this long to finish, so no Ray of a stopped attempt is left holding the devices
+# host): it is given at least this long from that line (never less than the failure's own grace), so no Ray of a
+# stopped attempt is left holding the devices
 CLEANUP_GRACE = 30.0
 
 
@@ -157,11 +158,11 @@ class _Reading:
         if not self.fatal:
             return False
         seen, failure = self.fatal[0]
-        now = time.monotonic()
-        if self.cleanup_since is not None:  # the training exited: the scripts are stopping Ray, let them finish
-            return now - self.cleanup_since > CLEANUP_GRACE
-        waited = now - seen
-        return (failure.class_id in ACT_NOW and waited > ACT_NOW_GRACE) or waited > GRACE_AFTER_FATAL
+        grace = ACT_NOW_GRACE if failure.class_id in ACT_NOW else GRACE_AFTER_FATAL
+        deadline = seen + grace
+        if self.cleanup_since is not None:  # the training exited: the scripts stop Ray, and may take longer
+            deadline = max(deadline, self.cleanup_since + CLEANUP_GRACE)
+        return time.monotonic() > deadline
 
 
 def _reading(record: RunRecord, attempt: Attempt) -> _Reading:

@@ -92,7 +92,8 @@ def unexplained(record: RunRecord, code: int | None) -> dict | None:
     return None
 
 
-EXITED = re.compile(rb"\[start_verl\] run_training\.sh exited with status (\d+)")
+# start_verl.sh's own last line, at a line's start and whole (a training echoing an old log mid-line is not it)
+EXITED = re.compile(rb"^\[start_verl\] run_training\.sh exited with status (\d+)\r?$", re.MULTILINE)
 
 
 def exit_from_log(log: str | None) -> int | None:
