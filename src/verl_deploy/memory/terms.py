@@ -353,7 +353,7 @@ def activations(m: ModelShape, s: Setup, tokens: int) -> Term:
                     SRC_ACT_MCORE + ("; " + SRC_MOE_SAVES if m.is_moe else "") + "; " + SRC_SELECTIVE
                     + ("; " + SRC_PP if s.pp > 1 else ""))
     stored_per_token, how = _megatron_stored(s, layers, full, keep_rank, chunk)
-    working_layers = round(working / (tokens * full)) if working and tokens and full else 0
+    working_layers = _rebuilt_layers(m, s)
     text = (f"{tokens} tokens x ({how}) per rank (TP {s.tp}, sequence parallel)"
             + (f" x {in_flight:g} micro-batches in flight (PP {s.pp}" + (f", VPP {s.vpp}" if s.vpp else "") + ")"
                if in_flight != 1 else "")
@@ -381,11 +381,14 @@ def recompute_working(m: ModelShape, s: Setup, tokens: int) -> float:
         return float(tokens * layer_activation_bytes(m)) if s.gradient_checkpointing else 0.0
     if s.recompute == "selective":
         return float(tokens * megatron_layer_peak_dropped(m, s))
-    if s.recompute == "full":
-        layers = _layers_per_stage(m, s)
-        working_layers = 1 if s.recompute_method == "block" else min(max(1, s.recompute_layers or 1), layers)
-        return float(tokens * working_layers * megatron_layer_bytes(m, s))
-    return 0.0
+    return float(tokens * _rebuilt_layers(m, s) * megatron_layer_bytes(m, s))
+
+
+def _rebuilt_layers(m: ModelShape, s: Setup) -> int:
+    """Megatron layers the backward reruns at once: one with block recompute, a chunk with uniform, none without."""
+    if s.recompute != "full":
+        return 0
+    return 1 if s.recompute_method == "block" else min(max(1, s.recompute_layers or 1), _layers_per_stage(m, s))
 
 
 SRC_BACKWARD_ORDER = ("autograd runs the backward from the loss: the log-prob / cross-entropy and lm_head (output "
