@@ -227,12 +227,23 @@ WHY = {
             "515-532, 619); the weight sync gathers one tensor at a time inside generate_sequences "
             "(megatron_utils.py:806-); TE's FusedAdam (megatron-core optimizer/__init__.py:11; verl's models need "
             "TE, models/mcore/model_initializer.py:105) creates exp_avg/exp_avg_sq with empty_like + zero_ and updates "
-            "in place with multi-tensor kernels. The only uncounted tensor found is the batch update_actor moves to "
-            "the device (megatron_workers.py:623): at DP 1 every rank holds all 2560 sequences, ~1.1 GiB, 92.6 of "
-            "95.1 at most. What is left is outside the code read (NCCL NVLink-SHARP buffers on NVSwitch hosts, "
-            "vLLM 0.7.3-0.9.1's graph pool, allocator state). A static term of that size would also flip runs that "
+            "in place with multi-tensor kernels. A second reading (2026-12-05) placed the OOM: the versions are the ones "
+            "verl pinned at 9f4161e (scripts/install_vllm_sglang_mcore.sh:12: vLLM 0.8.5.post1, torch 2.6.0; TE 2.2.1, "
+            "megatron-core 0.12.2), and TE 2.2.1's FusedAdam.step creates exp_avg/exp_avg_sq only when a parameter's "
+            "state is empty (optimizers/fused_adam.py:535-536, 369-371), so an OOM inside optimizer.step() is the "
+            "first update's: 30.5 GiB of moments allocated one tensor at a time onto params, grads and main params "
+            "(38.2 GiB). For it to OOM, >= 64.6 GiB was in use before the step where the code accounts for ~46.7 "
+            "(with the allowances and the batch: update_actor's batch at DP 1, ~1.1 GiB (megatron_workers.py:623), "
+            "plus the collated mini-batch alive through the step, ~0.45 (protocol.py:249-259, megatron_actor.py:"
+            "640-641)), a gap of >= 17.9 GiB that no tensor of verl, megatron-core, TE or vLLM holds. What is left "
+            "is outside PyTorch's accounting and not sized by any code read: NCCL 2.21.5 (torch 2.6) sets up NVLS "
+            "buffers for every communicator of more than 2 GPUs on an NVSwitch host (src/transport/nvls.cc:236-320, "
+            "nChannels x 2 x 3 MiB per head, aligned to the multicast granularity; NVIDIA/nccl#864 reports ~1.6 GB for "
+            "one communicator and ~6 GB for three); the reporter's 'allocated / reserved' figures, which would settle it, are not in the "
+            "issue as stored. A static term of that size would also flip runs that "
             "ran: H36 (Megatron on H20, 10.1 GiB to spare in the update), H11, H29, H38 (Megatron on H100, 13-16) "
-            "and H40 (FSDP on H20, 3.6). Left unexplained; not fitted",
+            "and H40 (FSDP on H20, 3.6); an NVLS term needs the NCCL version and the device's NVSwitch, which a "
+            "plan does not know. Left unexplained; not fitted",
     # held-out misses, taken apart after a scoring run (H35, H36 and H40, seen the same way, are right since the
     # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code)
     "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
