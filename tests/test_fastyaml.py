@@ -81,3 +81,28 @@ def test_a_whole_compose_is_the_same_on_either_parser(version, monkeypatch):
         assert fast == slow
         composed[framework] = fast
     assert composed["megatron"] != composed["fsdp"]
+
+
+def test_the_key_tables_and_the_failure_signatures_read_the_same_on_libyaml_as_on_the_python_parser():
+    """Our own data files load through libyaml where PyYAML has it (a key table is 100-220 KB, read by every
+    `plan`); what they hold must not change with the parser."""
+    from importlib import resources
+
+    from verl_deploy.profiles import keytables
+    from verl_deploy.watch import signatures
+
+    assert keytables._LOADER is yaml.CSafeLoader
+    tables = sorted(keytables.KEYS_DIR.glob("verl-*.yaml"))
+    assert len(tables) >= len(RELEASES)
+    for path in tables:
+        text = path.read_text(encoding="utf-8")
+        fast = yaml.load(text, Loader=yaml.CSafeLoader)
+        assert fast == yaml.load(text, Loader=yaml.SafeLoader), path.name
+        version = path.stem.removeprefix("verl-")
+        keytables._load.cache_clear()
+        assert keytables._load(version) == fast and fast["keys"], path.name
+    text = resources.files("verl_deploy.watch").joinpath("signatures.yaml").read_text(encoding="utf-8")
+    assert yaml.load(text, Loader=yaml.CSafeLoader) == yaml.safe_load(text)
+    signatures.load_table.cache_clear()
+    fast, slow = signatures.load_table(), signatures.build_table(yaml.safe_load(text))
+    assert (fast.classes, fast.phases, fast.set_index) == (slow.classes, slow.phases, slow.set_index) and fast.classes

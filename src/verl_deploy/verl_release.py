@@ -9,6 +9,7 @@ not mark an unreleased tree: a version is unknown when no profile serves its rel
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -28,6 +29,7 @@ def release_of(version: str) -> str:
     return _PRE_RELEASE.sub("", text)
 
 
+@functools.lru_cache(maxsize=256)  # a plan asks ~500 times, for a handful of strings
 def release_numbers(version: str) -> tuple[int, int, int]:
     """'0.9.1.dev' -> (0, 9, 1), '0.9.' -> (0, 9, 0); missing or unreadable parts are 0. The one reader of a
     version's numbers (profiles pick by them, rules compare releases with them)."""

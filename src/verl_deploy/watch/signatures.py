@@ -207,4 +207,4 @@ def _pattern_set(sources: list[str]) -> tuple[object, int]:
 @functools.lru_cache(maxsize=1)
 def load_table() -> SignatureTable:
     text = resources.files("verl_deploy.watch").joinpath("signatures.yaml").read_text(encoding="utf-8")
-    return build_table(yaml.safe_load(text))
+    return build_table(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # libyaml if built
