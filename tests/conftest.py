@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import verlzygote
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 # verl's wheels are fetched once per machine into this cache (real configs, no verl code run).
@@ -274,7 +276,7 @@ TIERS = {
     "test_runtime_rules.py": ("realverl",), "test_verify.py": ("realverl",), "test_verify_env.py": ("realverl",),
     "test_verl_accepts.py": ("realverl",), "test_async_modes.py": ("realverl",), "test_layout_rules.py": ("realverl",),
     "test_migrate.py": ("realverl",), "test_memory_mcore_saves.py": ("realverl",), "test_memory_dynamic_batch.py": ("realverl",), "test_heldout_layouts.py": ("realverl",),
-    "test_examiner_layouts.py": ("realverl",), "test_clean.py": ("ray",),
+    "test_examiner_layouts.py": ("realverl",), "test_verlzygote.py": ("realverl",), "test_clean.py": ("ray",),
 }
 GROUPS = {
     "test_docker_real.py": "docker", "test_script_failures_docker.py": "docker",  # one dockerd per session
@@ -323,6 +325,25 @@ def pytest_configure(config):
         raise pytest.UsageError(
             f"pytest {pytest.__version__} drops pytest-xdist's group tags, so --dist loadgroup would run each group's "
             "tests at once: install the pytest the test extra pins (pip install '.[test]')")
+    if not hasattr(config, "workerinput"):  # the controller: one set of warm verl servers for the session
+        _start_warm_verl()
+
+
+def _start_warm_verl():
+    """Let the real-verl processes of every worker share warm interpreters (tests/verlzygote.py)."""
+    if os.environ.get("VERL_DEPLOY_TESTS_COLD_VERL") == "1" or os.environ.get(verlzygote.DIR_VAR):
+        return
+    directory = tempfile.mkdtemp(prefix="verl-zygotes-")
+    os.environ[verlzygote.DIR_VAR] = directory
+    os.environ[verlzygote.OWNER_VAR] = str(os.getpid())
+    os.environ["VERL_DEPLOY_ZYGOTE_CLIENT"] = str(Path(verlzygote.__file__).resolve())
+
+
+def pytest_unconfigure(config):
+    directory = os.environ.get(verlzygote.DIR_VAR)
+    if not hasattr(config, "workerinput") and directory and os.environ.get(verlzygote.OWNER_VAR) == str(os.getpid()):
+        verlzygote.stop_servers(directory)
+        shutil.rmtree(directory, ignore_errors=True)
 
 # Ray's `ray start` waits a fixed 30 s (not configurable in Ray 2.x: node.py's raylet_start_wait_time_s)
 # for its raylet and agents to register; with 4 workers on 2 cores importing verl, a node started here

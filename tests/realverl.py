@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import verlzygote
 from verl_deploy.verify import localenv
 from verl_deploy.verify.localenv import LIGHT_DEPS  # noqa: F401  (the tests' list is the product's list)
 
@@ -41,10 +42,25 @@ def verl_site(version: str) -> Path | None:
     cache_root().mkdir(parents=True, exist_ok=True)
     try:
         with FileLock(str(cache_root() / f".verl-{version}.lock")):  # parallel workers: one installs, the rest wait
-            return localenv.build(version, where=cache_root()).site
+            site = localenv.build(version, where=cache_root()).site
+            _warm_start_hook(site)
+            return site
     except localenv.EnvProblem as exc:
         _why_not[version] = f"{exc} ({exc.fix})"
         return None
+
+
+def _warm_start_hook(site: Path) -> None:
+    """SITE/sitecustomize.py: `python -c`/`python -` with this release hand over to a warm interpreter while the
+    suite runs (tests/verlzygote.py); outside the suite it does nothing."""
+    hook = site / "sitecustomize.py"
+    try:
+        if not hook.is_file() or hook.read_text(encoding="utf-8") != verlzygote.SITECUSTOMIZE:
+            staged = hook.with_name(f".sitecustomize.{os.getpid()}")
+            staged.write_text(verlzygote.SITECUSTOMIZE, encoding="utf-8")
+            os.replace(staged, hook)  # whole: a Python starting meanwhile reads the old or the new file
+    except OSError:
+        pass  # a read-only cache: its runs stay cold
 
 
 def env_with_verl(version: str, base: dict | None = None) -> dict[str, str]:
