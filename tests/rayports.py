@@ -62,26 +62,35 @@ def node_ports(head: bool) -> list[str]:
 
 
 def kill_processes_naming(temp_dir: str) -> None:
-    """Kill the processes whose command line names `temp_dir` (one test cluster's Ray), never this test's own
-    process or its parents, and no other Ray on the host."""
+    """Kill the processes whose command line names `temp_dir` (one test cluster's Ray) and their descendants,
+    never this test's own process or its parents, and no other Ray on the host.
+
+    Descendants too: the raylet's dashboard agent renames itself `ray::DashboardAgent` (its command line no longer
+    names the temp dir); left behind when its raylet and GCS die, it spends the next 60 s at a full core in
+    publish_error_to_driver against the dead GCS (Ray 2.60, ray/_private/process_watcher.py) -- 4 such agents
+    were about 160 CPU-seconds of the suite."""
     import os
 
     import psutil
 
     me = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
-    victims = []
+    victims: dict[int, psutil.Process] = {}
     for process in psutil.process_iter(["cmdline"]):
         try:
             if process.pid not in me and any(temp_dir in part for part in process.info["cmdline"] or []):
-                victims.append(process)
+                victims[process.pid] = process
+                victims.update((child.pid, child) for child in process.children(recursive=True))
         except psutil.Error:
             continue
-    for process in victims:
+    for pid in me:
+        victims.pop(pid, None)
+    doomed = list(victims.values())
+    for process in doomed:
         try:
             process.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(victims, timeout=10)
+    psutil.wait_procs(doomed, timeout=10)
 
 
 RAYLET_TIMED_OUT = "timed out during startup"  # ray/_private/node.py: the raylet missed its fixed 30 s wait
