@@ -336,7 +336,7 @@ def _start_warm_verl():
     directory = tempfile.mkdtemp(prefix="verl-zygotes-")
     os.environ[verlzygote.DIR_VAR] = directory
     os.environ[verlzygote.OWNER_VAR] = str(os.getpid())
-    os.environ["VERL_DEPLOY_ZYGOTE_CLIENT"] = str(Path(verlzygote.__file__).resolve())
+    os.environ[verlzygote.CLIENT_VAR] = str(Path(verlzygote.__file__).resolve())
 
 
 def pytest_unconfigure(config):

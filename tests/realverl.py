@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 import verlzygote
+from verl_deploy.statedir import atomic_file
 from verl_deploy.verify import localenv
 from verl_deploy.verify.localenv import LIGHT_DEPS  # noqa: F401  (the tests' list is the product's list)
 
@@ -56,9 +57,9 @@ def _warm_start_hook(site: Path) -> None:
     hook = site / "sitecustomize.py"
     try:
         if not hook.is_file() or hook.read_text(encoding="utf-8") != verlzygote.SITECUSTOMIZE:
-            staged = hook.with_name(f".sitecustomize.{os.getpid()}")
-            staged.write_text(verlzygote.SITECUSTOMIZE, encoding="utf-8")
-            os.replace(staged, hook)  # whole: a Python starting meanwhile reads the old or the new file
+            with atomic_file(hook) as handle:  # whole: a Python starting meanwhile reads the old or the new file
+                handle.write(verlzygote.SITECUSTOMIZE.encode("utf-8"))
+                os.fchmod(handle.fileno(), 0o644)
     except OSError:
         pass  # a read-only cache: its runs stay cold
 

@@ -32,7 +32,7 @@ def served(tmp_path_factory):
     env = realverl.env_with_verl(RELEASE)
     env.pop("VERL_DEPLOY_TESTS_COLD_VERL", None)
     env.update({verlzygote.DIR_VAR: str(directory), verlzygote.OWNER_VAR: str(os.getpid()),
-                "VERL_DEPLOY_ZYGOTE_CLIENT": str(Path(verlzygote.__file__).resolve())})
+                verlzygote.CLIENT_VAR: str(Path(verlzygote.__file__).resolve())})
     yield env, directory
     verlzygote.stop_servers(str(directory))
 

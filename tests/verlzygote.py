@@ -32,6 +32,7 @@ import time
 
 DIR_VAR = "VERL_DEPLOY_ZYGOTE_DIR"
 OWNER_VAR = "VERL_DEPLOY_ZYGOTE_OWNER"  # the pytest process whose session the servers serve
+CLIENT_VAR = "VERL_DEPLOY_ZYGOTE_CLIENT"  # this file's path, which the sitecustomize hook runs
 SERVER_START_TIMEOUT = 120.0
 IDLE_EXIT = 900.0  # a server nobody asked for this long ends even if its session's pytest is still there
 # environment read at import time by torch, ray, transformers, hydra or verl: a different value, another server
@@ -162,7 +163,7 @@ def _start_server(directory: str, key: str, path: list[str]):
     import subprocess
     env = {k: v for k, v in os.environ.items() if not k.startswith("VERL_DEPLOY_ZYGOTE")}
     with open(os.path.join(directory, key + ".log"), "ab") as log:
-        return subprocess.Popen([sys.executable, os.environ["VERL_DEPLOY_ZYGOTE_CLIENT"], "serve", directory, key,
+        return subprocess.Popen([sys.executable, os.environ[CLIENT_VAR], "serve", directory, key,
                                  json.dumps(path), os.environ.get(OWNER_VAR, "0")],
                                 env=env, cwd=directory, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                 start_new_session=True, close_fds=True)
@@ -184,7 +185,7 @@ def client() -> None:
     if sock is None:
         return
     request = {"mode": command[0], "code": command[1], "argv": list(sys.argv), "cwd": os.getcwd(),
-               "env": dict(os.environ), "path": path}
+               "env": dict(os.environ)}  # sys.path is the server's already: it is part of the key
     try:
         _send_fds(sock, json.dumps(request).encode(), [0, 1, 2])
         pid = int(_recv_line(sock))
