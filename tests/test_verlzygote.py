@@ -70,7 +70,8 @@ def test_a_warm_run_prints_and_exits_as_the_cold_one(served, tmp_path):
 
 
 @pytest.mark.parametrize("ending, status", [("sys.exit(3)", 3), ("raise ValueError('bad value')", 1),
-                                            ("os._exit(5)", 5), ("sys.exit('a message')", 1), ("pass", 0)])
+                                            ("os._exit(5)", 5), ("sys.exit('a message')", 1), ("pass", 0),
+                                            ("os.kill(os.getpid(), 9)", -9), ("os.kill(os.getpid(), 15)", -15)])
 def test_exit_statuses_and_tracebacks_are_the_cold_ones(served, ending, status):
     env, _ = served
     code = f"import os, sys\nprint('before', flush=True)\n{ending}\n"  # the cold run needs no verl for this

@@ -198,7 +198,11 @@ def client() -> None:
         status = int(_recv_line(sock))
     except (OSError, ValueError):
         status = 1
-    os._exit(status)
+    if status < 0:  # the code died of a signal: so does this process, as the cold one would have
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # the two whose handler cannot be set (nor was)
+            signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status & 0xFF)
 
 
 def stop_servers(directory: str) -> None:
@@ -296,8 +300,7 @@ def _run_child(conn: socket.socket, request: dict, fds: list[int]) -> None:
     try:
         conn.sendall(f"{runner}\n".encode())
         _, raw = os.waitpid(runner, 0)
-        code = os.waitstatus_to_exitcode(raw)
-        status = code if code >= 0 else 128 - code
+        status = os.waitstatus_to_exitcode(raw)  # -N: ended by signal N
         conn.sendall(f"{status}\n".encode())
     except OSError:
         pass
