@@ -192,6 +192,14 @@ def client() -> None:
     except (OSError, ValueError):
         sock.close()
         return  # the server went away before taking it: run cold
+    try:
+        _follow(sock, pid)
+    finally:
+        os._exit(1)  # handed over: whatever fails here, the code must not run a second time, cold
+
+
+def _follow(sock: socket.socket, pid: int) -> None:
+    """Forward signals to the run, then end as it ended."""
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda number, frame: os.kill(pid, number))
     try:
