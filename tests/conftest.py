@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -76,6 +77,13 @@ printf '%s\\n' "$*" >> "$STUB_LOG/ray.calls"
 if [ "$1" = status ]; then [ "${STUB_RAY_UP:-0}" = 1 ]; exit $?; fi
 exit 0
 """
+
+
+def skip_module_without(package: str, reason: str = "") -> None:
+    """Skip the calling test module where PACKAGE is not installed, without importing it: collection runs in each
+    xdist worker, and `pytest.importorskip("torch")` there was 1.3 CPU-s a worker (Ray 0.4, SwanLab 0.5)."""
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(reason or f"{package} is not installed (pip install '.[test]')", allow_module_level=True)
 
 
 # Commands that stay in a subprocess: the supervisor installs signal handlers for the process it runs in; launch,

@@ -17,12 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import VERL_BIN, child_env, run_cli
+from conftest import VERL_BIN, child_env, run_cli, skip_module_without
 from rayports import free_port, node_ports
 from test_launch import STANDIN, fake_torch_npu
 from test_ray import RAY_BIN
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 
 
 def _launch(npu_host, name: str) -> tuple[dict, dict]:

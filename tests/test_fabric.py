@@ -9,9 +9,9 @@ import json
 import psutil
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, skip_module_without
 
-pytest.importorskip("torch")
+skip_module_without("torch")
 
 
 def _fabric(npu_host, *extra):

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_BIN, VERL_BIN, env_tool, run_cli
+from conftest import ENV_BIN, VERL_BIN, env_tool, run_cli, skip_module_without
 from rayports import free_port, kill_processes_naming, node_ports
 
-ray = pytest.importorskip("ray")
+skip_module_without("ray")
 STANDIN = Path(__file__).parent / "standin_trainer.py"
 # the `ray` console script the README's test command installed beside this interpreter (never a base one)
 RAY_BIN = env_tool("ray") or str(ENV_BIN / "ray")

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import has_shellcheck, run_cli
+from conftest import has_shellcheck, run_cli, skip_module_without
 from rayports import free_port, node_ports
 from test_ray import STANDIN, proc_cmdlines, ray_env, stop_cluster, write_token
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 
 
 @pytest.fixture(params=["disabled", "token"])

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import VERL_BIN, child_env, run_cli
+from conftest import VERL_BIN, child_env, run_cli, skip_module_without
 from rayports import free_port, node_ports, start_ray_head
 from test_launch import STANDIN, fake_torch_npu
 from test_ray import RAY_BIN, files_holding, proc_cmdlines, ray_env, stop_cluster, write_token
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 
 
 def _up(port: int) -> bool:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from browser import chromium, load
-from conftest import run_cli
+from conftest import run_cli, skip_module_without
 from test_launch import launch as launch_with_check, trainer  # noqa: F401  (trainer is a fixture)
 from verl_logs import HEADER, healthy_lines, metric_line, progress_line
 
-pytest.importorskip("matplotlib", reason="the report needs the optional extra: pip install 'verl-deploy[report]'")
+skip_module_without("matplotlib", reason="the report needs the optional extra: pip install 'verl-deploy[report]'")
 OOM = ("(WorkerDict pid=5107) RuntimeError: NPU out of memory. Tried to allocate 5.03 GiB (NPU 3; 60.96 GiB total "
        "capacity; 49.47 GiB already allocated; 49.47 GiB current active; 1.32 GiB free; 57.55 GiB reserved in total by PyTorch)")
 GROUPS = {"reward", "lengths", "entropy", "actor", "timing", "validation", "other"}

@@ -21,11 +21,11 @@ import psutil
 import pytest
 
 import slurmcluster
-from conftest import ENV_BIN, VERL_BIN, env_tool, has_shellcheck, run_cli
+from conftest import ENV_BIN, VERL_BIN, env_tool, has_shellcheck, run_cli, skip_module_without
 from rayports import start_ray_head
 from test_ray import STANDIN, free_port, stop_cluster
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 WHY_NOT = slurmcluster.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
 RAY_BIN = env_tool("ray") or str(ENV_BIN / "ray")  # the test environment's own ray, never a base one

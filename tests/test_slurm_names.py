@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import slurmcluster
-from conftest import run_cli
+from conftest import run_cli, skip_module_without
 from test_slurm import job_host, launch, node_ray, status  # noqa: F401  (fixtures: this module's cluster)
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 WHY_NOT = slurmcluster.available()
 pytestmark = pytest.mark.skipif(WHY_NOT is not None, reason=WHY_NOT or "")
 NODE = "vdnode"

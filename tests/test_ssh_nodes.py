@@ -19,11 +19,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import FAKES, VERL_BIN
+from conftest import FAKES, VERL_BIN, skip_module_without
 from rayports import free_port, node_ports
 from test_ray import STANDIN, stop_cluster
 
-pytest.importorskip("ray")
+skip_module_without("ray")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 pytestmark = pytest.mark.skipif(not os.path.exists(SSHD) or os.geteuid() != 0, reason="needs sshd and root")
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, python_shim, run_cli
+from conftest import FAKES, python_shim, run_cli, skip_module_without
 
-swanlab = pytest.importorskip("swanlab", reason="the swanlab package is not installed (pip install '.[test]')")
+skip_module_without("swanlab", reason="the swanlab package is not installed (pip install '.[test]')")
 
 TRACKER_STANDIN = r'''
 """Stands in for verl's recipe entry: verl's tracker SwanLab lines, then what swanlab resolved."""

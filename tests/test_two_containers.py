@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAKES, run_cli
+from conftest import FAKES, run_cli, skip_module_without
 from sshnodes import SSHD, start_nodes, stop_nodes
 
-pytest.importorskip("torch")
+skip_module_without("torch")
 pytestmark = pytest.mark.skipif(not os.path.exists(SSHD) or os.geteuid() != 0,
                                 reason="needs sshd and root (a second private Docker engine)")
 CONTAINER = "verl-node"

@@ -43,7 +43,7 @@ def run(env: dict, args: list[str], cold: bool, **kwargs) -> subprocess.Complete
 
 
 def both(env: dict, args: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
-    """The command cold, then warm twice (the second warm run is the one a server serves)."""
+    """The command cold, then warm twice (the second warm run surely from a server already running)."""
     cold = run(env, args, cold=True, **kwargs)
     run(env, args, cold=False, **kwargs)
     return cold, run(env, args, cold=False, **kwargs)
@@ -116,7 +116,10 @@ def test_what_importing_reads_from_the_environment_keys_the_server():
     base = {"PATH": "/bin", "VERL_DEPLOY_STATE_DIR": "/tmp/a"}
     same = verlzygote.key_of(sys.executable, path, base)
     assert verlzygote.key_of(sys.executable, path, {**base, "VERL_DEPLOY_STATE_DIR": "/tmp/b", "STUB": "1"}) == same
-    for name in ("VERL_LOGGING_LEVEL", "RAY_DEDUP_LOGS", "CUDA_VISIBLE_DEVICES", "HF_HOME", "TOKENIZERS_PARALLELISM",
-                 "HOME", "ASCEND_RT_VISIBLE_DEVICES"):
-        assert verlzygote.key_of(sys.executable, path, {**base, name: "x"}) != same, name
+    for name in ("VERL_LOGGING_LEVEL", "RAY_DEDUP_LOGS", "CUDA_VISIBLE_DEVICES", "HF_HOME", "HOME",
+                 "ASCEND_RT_VISIBLE_DEVICES", "RAY_CLIENT_MODE"):
+        assert verlzygote.key_of(sys.executable, path, {**base, name: "1"}) != same, name
+    # read only when they run (the child has the caller's environment), or the value that reads as unset
+    for name, value in (("TOKENIZERS_PARALLELISM", "false"), ("RAY_CLIENT_MODE", "0")):
+        assert verlzygote.key_of(sys.executable, path, {**base, name: value}) == same, name
     assert verlzygote.key_of(sys.executable, ["/other", "/lib"], base) != same

@@ -8,7 +8,7 @@ How: `tests/realverl.py` puts a `sitecustomize.py` in each release's site direct
 `client()` below at interpreter start-up. When the suite set VERL_DEPLOY_ZYGOTE_DIR and the command
 is `python -c CODE ...` or `python - ...` (the program on stdin), the client hands its stdin, stdout
 and stderr, its argv, cwd, environment and sys.path to a server for that exact interpreter, sys.path and
-import-relevant environment; the server (started the second time a combination is seen, importing
+import-relevant environment; the server (started the first time a combination is seen, importing
 verl, hydra and verl's trainer entry once) forks; the child takes on the client's process state, runs
 the code as `__main__` with verl's modules already imported and reports its exit status, which the
 client exits with. Anything else — another form of command line, a server that fails to start, a
@@ -36,8 +36,9 @@ CLIENT_VAR = "VERL_DEPLOY_ZYGOTE_CLIENT"  # this file's path, which the sitecust
 SERVER_START_TIMEOUT = 120.0
 IDLE_EXIT = 900.0  # a server nobody asked for this long ends even if its session's pytest is still there
 # environment read at import time by torch, ray, transformers, hydra or verl: a different value, another server
+# (not TOKENIZERS_PARALLELISM: tokenizers and transformers read it when they run, from the child's own environment)
 _IMPORT_ENV_PREFIXES = ("VERL", "RAY", "CUDA", "ASCEND", "HCCL", "NCCL", "TORCH", "PYTORCH", "HF_", "HUGGING",
-                        "TRANSFORMERS", "TOKENIZERS", "OMP", "MKL", "PYTHON", "LD_", "NPU", "VLLM", "SGLANG",
+                        "TRANSFORMERS", "OMP", "MKL", "PYTHON", "LD_", "NPU", "VLLM", "SGLANG",
                         "TRITON", "XDG", "HOME", "WANDB", "SWANLAB", "HYDRA", "TMP", "LANG", "LC_")
 # what the server imports before it forks: the modules every real-verl program of the suite starts with
 WARM_MODULES = ("torch", "omegaconf", "hydra", "hydra.compose", "verl", "verl.utils.config",
@@ -55,7 +56,13 @@ if _os.environ.get("VERL_DEPLOY_ZYGOTE_DIR") and _code and _os.path.isfile(_code
 
 
 def _import_env(env: dict) -> dict:
-    return {k: v for k, v in sorted(env.items()) if k.startswith(_IMPORT_ENV_PREFIXES) and not k.startswith("VERL_DEPLOY_")}
+    return {k: v for k, v in sorted(env.items()) if k.startswith(_IMPORT_ENV_PREFIXES)
+            and not k.startswith("VERL_DEPLOY_") and (k, v) not in _SAME_AS_UNSET}
+
+
+# values that read as the variable's absence: importing ray sets RAY_CLIENT_MODE=0 in its own process (ray
+# _private/client_mode_hook.py: client mode is "1" only), so a worker that imported ray passes it on
+_SAME_AS_UNSET = {("RAY_CLIENT_MODE", "0")}
 
 
 def key_of(executable: str, path: list[str], env: dict) -> str:
@@ -101,17 +108,17 @@ def _recv_line(sock: socket.socket) -> bytes:
 
 # -- the client: runs inside the starting interpreter ------------------------------------------------------------
 
-def _seen_before(directory: str, key: str, path: list[str]) -> bool:
-    """Count this combination; a server pays off from the second run of it."""
+def _note_seen(directory: str, key: str, path: list[str]) -> None:
+    """What the combination is, for whoever reads the directory (a server starts on its first run: its imports
+    cost what one cold run costs, and every later run of it is a fork)."""
     marker = os.path.join(directory, key + ".seen")
     if os.path.exists(marker):
-        return True
+        return
     try:
         with open(marker, "x") as handle:
             json.dump({"path": path, "env": _import_env(dict(os.environ))}, handle, indent=1)
     except OSError:
-        return True
-    return False
+        pass
 
 
 def _address(directory: str, key: str) -> str:
@@ -179,8 +186,7 @@ def client() -> None:
         return
     path = list(sys.path)
     key = key_of(sys.executable, path, dict(os.environ))
-    if not _seen_before(directory, key, path):
-        return
+    _note_seen(directory, key, path)
     sock = _connect(directory, key, path)
     if sock is None:
         return

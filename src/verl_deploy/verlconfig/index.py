@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
-from verl_deploy.verlconfig import fastyaml
+from verl_deploy.verlconfig import compose_cache, fastyaml
 from verl_deploy.verlconfig.locate import ConfigSource, cache_dir
 
 INDEX_FORMAT = 3  # 2: value types; 3: types from the dataclasses' annotations
@@ -68,23 +68,13 @@ def entry_yaml(source: ConfigSource, module: str, config_name: str, base_config:
 def compose(source: ConfigSource, config_name: str, base_config: str, entry: Mapping[str, Any],
             overrides: list[str] | None = None):
     """Compose the entry config with Hydra against the real base config. Returns a DictConfig."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     fastyaml.install()
     document = {"hydra": {"searchpath": [f"file://{source.base_dir}"]},
                 "defaults": [base_config, "_self_"], **entry}
-    with tempfile.TemporaryDirectory(prefix="verl-deploy-compose-") as tmp:
-        # the entry's own name, unless it is the base config itself (it would then default to itself)
-        name = config_name if config_name != base_config else f"verl_deploy_{base_config}"
-        Path(tmp, f"{name}.yaml").write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-        GlobalHydra.instance().clear()
-        try:
-            with initialize_config_dir(config_dir=tmp, version_base=None):
-                return hydra_compose(config_name=name, overrides=list(overrides or []))
-        finally:
-            GlobalHydra.instance().clear()
+    # the entry's own name, unless it is the base config itself (it would then default to itself)
+    name = config_name if config_name != base_config else f"verl_deploy_{base_config}"
+    return compose_cache.compose(source.base_dir, name, yaml.safe_dump(document, sort_keys=False),
+                                 list(overrides or []))
 
 
 def _walk(node: Any, prefix: str, kinds: dict[str, str], targets: set[str],
