@@ -109,8 +109,11 @@ def test_launch_brings_the_worker_up_over_ssh_and_the_head_waits_for_it(npu_host
     finally:
         stop_cluster(temp_head)
         stop_cluster(temp_worker)
-        for process in psutil.process_iter(["cmdline"]):
-            if any("start_verl.sh" in part for part in (process.info["cmdline"] or [])):
+        ours = str(npu_host["tmp"])  # only this test's scripts: other tests run start_verl.sh at the same time
+        for process in psutil.process_iter(["cmdline", "cwd"]):
+            cmdline = process.info["cmdline"] or []
+            if any("start_verl.sh" in part for part in cmdline) and (
+                    (process.info["cwd"] or "").startswith(ours) or any(ours in part for part in cmdline)):
                 process.kill()
 
 
