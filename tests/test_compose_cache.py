@@ -10,6 +10,7 @@ import shutil
 import pytest
 from omegaconf import OmegaConf
 
+from test_compose_releases import launch_parts
 from verl_deploy.pipeline import prepare
 from verl_deploy.verlconfig import compose_cache, index
 from verl_deploy.verlconfig.locate import ConfigSource, locate
@@ -42,12 +43,7 @@ def _same(a, b):
 def _launch(version, mode, framework, **flags):
     prepared = prepare(flags={"verl_version": version, "mode": mode, "framework": framework, **flags}, environ={})
     assert prepared.ok, [f.line() for f in prepared.findings if f.level == "error"]
-    plan = prepared.plan
-    base = plan.profile.base_configs[framework]
-    source = locate(version)
-    entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
-                                plan.profile.recipe_overlays[(mode, framework)])
-    return source, plan.config_name, base, entry, plan.argv()[3:]
+    return launch_parts(prepared.plan)
 
 
 @pytest.mark.parametrize("version", RELEASES)

@@ -18,6 +18,16 @@ CASES = list(itertools.product(RELEASES, ["dapo", "one-step-off"], ["megatron", 
 A = "actor_rollout_ref."
 
 
+def launch_parts(plan) -> tuple:
+    """index.compose's arguments for this plan's launch: (release source, config name, base config, the entry's
+    own document, the overrides)."""
+    source = locate(plan.spec.verl_version)
+    base = plan.profile.base_configs[plan.spec.framework]
+    entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
+                                plan.profile.recipe_overlays[(plan.spec.mode, plan.spec.framework)])
+    return source, plan.config_name, base, entry, plan.argv()[3:]
+
+
 @pytest.mark.parametrize("version,mode,framework,device", CASES, ids=["-".join(c) for c in CASES])
 def test_release_composes(version, mode, framework, device):
     flags = {"verl_version": version, "mode": mode, "framework": framework, "device": device}
@@ -26,11 +36,7 @@ def test_release_composes(version, mode, framework, device):
     prepared = prepare(flags=flags, environ={})
     assert prepared.ok, [f.line() for f in prepared.findings if f.level == "error"]
     plan = prepared.plan
-    base = plan.profile.base_configs[framework]
-    source = locate(version)
-    entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
-                                plan.profile.recipe_overlays[(mode, framework)])
-    cfg = index.compose(source, plan.config_name, base, entry, plan.argv()[3:])
+    cfg = index.compose(*launch_parts(plan))
 
     assert OmegaConf.select(cfg, A + "actor.optim.weight_decay") == 0.1  # as every verl DAPO script
     compile_on = OmegaConf.select(cfg, A + "actor.use_torch_compile")
