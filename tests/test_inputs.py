@@ -24,9 +24,9 @@ from verl_deploy.pipeline import prepare
 from verl_deploy.runs.record import Attempt, RunRecord
 from verl_deploy.spec import DEFAULT_IMAGE
 from verl_deploy.verlconfig import index
-from verl_deploy.verlconfig.locate import locate
 
 from conftest import VERL_BIN
+from test_compose_releases import launch_parts
 
 RUNNER = CliRunner()
 
@@ -91,11 +91,7 @@ def test_delete_and_force_add_reach_verl_as_written_and_compose_with_its_real_co
     argv = prepared.plan.argv()
     assert "~trainer.balance_batch" in argv and "++actor_rollout_ref.actor.clip_ratio_c=7" in argv
     assert not any(a.startswith("actor_rollout_ref.actor.clip_ratio_c=") for a in argv)  # ++ replaces the plan's own
-    plan, source = prepared.plan, locate(prepared.spec.verl_version)
-    base = plan.profile.base_configs[prepared.spec.framework]
-    entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
-                                plan.profile.recipe_overlays[(prepared.spec.mode, prepared.spec.framework)])
-    cfg = index.compose(source, plan.config_name, base, entry, argv[3:])
+    cfg = index.compose(*launch_parts(prepared.plan))
     assert "balance_batch" not in cfg.trainer
     assert OmegaConf.select(cfg, "actor_rollout_ref.actor.clip_ratio_c") == 7
     assert OmegaConf.select(cfg, "actor_rollout_ref.model.override_config.rope_theta") == 1000

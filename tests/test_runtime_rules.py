@@ -23,11 +23,11 @@ from omegaconf import OmegaConf
 
 import realverl
 from conftest import FIXTURES, child_env
+from test_compose_releases import launch_parts
 from verl_deploy.checks import read_model_facts
 from verl_deploy.pipeline import prepare_spec
 from verl_deploy.sources import resolve
 from verl_deploy.verlconfig import index
-from verl_deploy.verlconfig.locate import locate
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
@@ -226,12 +226,7 @@ def run_probes(python_path: Path | None, version: str | None, probes: dict, scri
 
 def composed_yaml(prepared, directory: Path, name: str) -> str:
     """The config verl's entry point would build from this launch (Hydra, the release's real files)."""
-    plan = prepared.plan
-    base = plan.profile.base_configs[plan.spec.framework]
-    source = locate(plan.spec.verl_version)
-    entry, _ = index.entry_yaml(source, plan.entry_module, plan.config_name, base,
-                                plan.profile.recipe_overlays[(plan.spec.mode, plan.spec.framework)])
-    cfg = index.compose(source, plan.config_name, base, entry, plan.argv()[3:])
+    cfg = index.compose(*launch_parts(prepared.plan))
     path = directory / f"{name}.yaml"
     path.write_text(OmegaConf.to_yaml(cfg))
     return str(path)
