@@ -51,10 +51,7 @@ def trainer(npu_host):
 
 
 def launch(trainer, *extra, env=None, timeout=240):
-    full = dict(trainer["env"], **(env or {}))
-    result = subprocess.run([*VERL_BIN, "launch", *trainer["args"], *extra], capture_output=True, text=True,
-                            env=child_env({**os.environ, **full, "COLUMNS": "200"}), timeout=timeout)
-    return result
+    return run_cli("launch", *trainer["args"], *extra, env=dict(trainer["env"], **(env or {})), timeout=timeout)
 
 
 def status(trainer, run_id=None):

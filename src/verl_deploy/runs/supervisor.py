@@ -50,6 +50,8 @@ def ensure_supervised(record: RunRecord) -> RunRecord:
     death) is recorded as died and noticed first. One that died three times at the same place is
     not started again: the record says so and names supervisor.log.
     """
+    if record.state == "supervisor_died":
+        _let_it_exit(record)
     launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
     if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
         record = reload(record)  # it may have just ended the run and exited
@@ -66,6 +68,17 @@ def ensure_supervised(record: RunRecord) -> RunRecord:
         except OSError:  # a full state disk: the new supervisor records disk_full when it can; show what we have
             pass
     return record
+
+
+EXIT_GRACE = 5.0  # seconds a supervisor that recorded its own death may take to leave (the interpreter's shutdown)
+
+
+def _let_it_exit(record: RunRecord) -> None:
+    """A supervisor records its death as its last act and then exits; until it has, it still looks alive, and a
+    `status` in that moment would start no new one while saying it did. Wait for it, a few seconds at most."""
+    deadline = time.monotonic() + EXIT_GRACE
+    while supervisor_alive(record) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 MAX_DEATHS_KEPT = 20
