@@ -150,9 +150,11 @@ def run_forked(args: list[str], env: dict[str, str], input: str | None, cwd: Pat
     pidfd = os.pidfd_open(pid)
     try:
         if not select.select([pidfd], [], [], timeout)[0]:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
             raise subprocess.TimeoutExpired([*args], timeout)
+    except BaseException:  # the timeout, or pytest-timeout's interruption: the child goes too, as subprocess.run does
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
     finally:
         os.close(pidfd)
     _, status = os.waitpid(pid, 0)

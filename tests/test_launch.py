@@ -114,25 +114,42 @@ def test_an_oom_whose_driver_hangs_is_stopped_after_a_short_grace_and_recovered(
 
 
 def test_an_oom_on_a_host_too_busy_to_stop_ray_quickly_keeps_the_trainers_own_exit_status(trainer, tmp_path):
-    """The trainer exits on the OOM at once, but start_verl.sh's EXIT trap still stops its Ray (a /proc scan and a
-    TERM-then-KILL pause, seconds on a loaded host: CI saw 5 s pass). The supervisor lets that cleanup finish
-    instead of killing the script mid-way after ACT_NOW_GRACE: the record keeps the exit file's status."""
+    """The trainer exits on the OOM at once, but start_verl.sh's EXIT trap still stops its Ray (a /proc scan, TERM,
+    up to 2 s for it to work, KILL: seconds on a loaded host, CI saw 5 s pass). The supervisor lets that cleanup
+    finish instead of killing the script mid-way after ACT_NOW_GRACE: the record keeps the exit file's status.
+    Here a Ray process ignores TERM and the cleanup's first wait for it is slowed past the grace."""
     from verl_deploy.runs.follow import ACT_NOW_GRACE, CLEANUP_GRACE
 
     slow = tmp_path / "slow-host"
     slow.mkdir()
     pause = int(ACT_NOW_GRACE) + 3  # the cleanup's pause, longer than the grace an OOM gets
     assert pause < CLEANUP_GRACE
-    (slow / "sleep").write_text(f"#!/bin/bash\nif [ \"$1\" = 2 ]; then exec /bin/sleep {pause}; fi\n"
-                                "exec /bin/sleep \"$@\"\n")
+    (slow / "sleep").write_text(f"#!/bin/bash\nif [ \"$1\" = 0.1 ] && mkdir {slow}/slowed-$PPID 2>/dev/null; then "
+                                f"exec /bin/sleep {pause}; fi\nexec /bin/sleep \"$@\"\n")  # once per script
     (slow / "sleep").chmod(0o755)
     result = launch(trainer, "--follow", "--json", env={"STANDIN_FAIL": "device_oom", "STANDIN_FAIL_STEP": "3",
-                                                        "PATH": f"{slow}:{trainer['env']['PATH']}"})
+                                                        "PATH": f"{slow}:{trainer['env']['PATH']}",
+                                                        "FAKE_RAY_STUBBORN": "1"})
     final = json.loads(result.stdout)
     assert final["state"] == "succeeded", result.stderr[-3000:]
     for attempt in final["attempts"][:2]:
         assert attempt["exit_code"] == 1 and attempt["exit_seen"] is None, attempt
         assert (Path(attempt["log"]).parent / "exit_code").read_text().strip() == "1"
+    record = json.loads((Path(final["directory"]) / "run.json").read_text())
+    temp_dirs = {attempt["handle"]["ray_temp_dir"] for attempt in record["attempts"]}
+    assert len(temp_dirs) == 3  # each attempt started its own Ray, with a process that ignored TERM
+    assert len(list(slow.glob("slowed-*"))) == 3  # and each cleanup waited for it, slowed past the grace
+    assert not [argv for argv in _command_lines() if any(temp_dir in argv for temp_dir in temp_dirs)]  # KILLed
+
+
+def _command_lines() -> list[str]:
+    lines = []
+    for proc in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(proc.read_bytes().decode(errors="replace"))
+        except OSError:  # gone meanwhile
+            pass
+    return lines
 
 
 def test_host_oom_adds_no_offload_and_stops_with_a_notice(trainer):
