@@ -74,15 +74,14 @@ def run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd:
 
 # What a forked command imports on its first line: imported once here instead of in every child (status is polled
 # hundreds of times; its own imports were most of its 0.19 CPU-s as a subprocess).
-_COMMAND_MODULES = {"status": "status_cmd", "logs": "logs_cmd", "launch": "launch_cmd", "_supervise": "supervise_cmd"}
+_COMMAND_MODULES = {"status": "status_cmd", "logs": "logs_cmd", "launch": "launch_cmd"}
 
 
-def _run_child(args: list[str], input_fd: int, out_fd: int, err_fd: int) -> int:
+def _run_child(args: list[str]) -> int:
     """In the forked child: the entry point as `python -m verl_deploy ARGS` runs it, on fresh standard streams."""
     import signal
+    import threading
 
-    for number, fd in ((0, input_fd), (1, out_fd), (2, err_fd)):
-        os.dup2(fd, number)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # what a new interpreter starts with
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
@@ -101,6 +100,7 @@ def _run_child(args: list[str], input_fd: int, out_fd: int, err_fd: int) -> int:
     except BaseException:  # noqa: BLE001 - as the interpreter reports an uncaught exception
         traceback.print_exc()
         code = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # joins the command's threads, as an interpreter's exit does
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -109,55 +109,91 @@ def _run_child(args: list[str], input_fd: int, out_fd: int, err_fd: int) -> int:
     return code
 
 
+def _read_to_end(pid: int, out_fd: int, err_fd: int, timeout: float) -> tuple[bytes, bytes]:
+    """Both pipes until their last writer closes them, as subprocess.run reads: a process the command left holding
+    its output keeps the call waiting here too. TimeoutExpired after TIMEOUT seconds."""
+    import select
+    import time
+
+    chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
+    poller = select.poll()
+    for fd in chunks:
+        poller.register(fd, select.POLLIN)
+    open_fds = set(chunks)
+    deadline = time.monotonic() + timeout
+    while open_fds:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise subprocess.TimeoutExpired([str(pid)], timeout)
+        for fd, _ in poller.poll(left * 1000):
+            data = os.read(fd, 65536)
+            if data:
+                chunks[fd].append(data)
+            else:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+    return b"".join(chunks[out_fd]), b"".join(chunks[err_fd])
+
+
 def run_forked(args: list[str], env: dict[str, str], input: str | None, cwd: Path | None,
                timeout: float, path: str = "") -> subprocess.CompletedProcess:
     """The command in a process of its own, forked from this one with the CLI already imported.
 
     For the commands that own their process (status and logs may start a supervisor, which must be the child of a
     process that exits; launch waits on it): the child has its own pid, environment, working directory, signal
-    dispositions and standard streams (the input as a file on fd 0, never the test worker's), and exits with
-    os._exit, so nothing of the test process runs twice. PATH's entries (the test's PYTHONPATH) come first on the
-    child's sys.path, as a new interpreter puts them. A subprocess would re-import everything for each call.
+    dispositions and standard streams (the input as a file on fd 0, never the test worker's; output into pipes read
+    to the end), and exits with os._exit, so nothing of the test process runs twice. PATH's entries (the test's
+    PYTHONPATH) come first on the child's sys.path, as a new interpreter puts them. A subprocess would re-import
+    everything for each call.
     """
     import importlib
-    import select
     import signal
 
     from verl_deploy import cli  # noqa: F401 - imported before the fork, once
 
+    if cwd is not None and not Path(cwd).is_dir():
+        raise FileNotFoundError(f"no directory {cwd}")  # what subprocess.run raises in the caller
     module = _COMMAND_MODULES.get(args[0] if args else "")
     if module:
         importlib.import_module(f"verl_deploy.cli.{module}")
-    out, err, feed = tempfile.TemporaryFile(), tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    feed = tempfile.TemporaryFile()
     feed.write((input or "").encode())
     feed.seek(0)
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
-    open("/tmp/forklog", "a").write(" ".join(args[:1]) + " " + os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0] + "\n")
     pid = os.fork()
     if pid == 0:  # the child: never returns into the test process
         code = 1
         try:
+            os.close(out_read)
+            os.close(err_read)
+            for number, fd in ((0, feed.fileno()), (1, out_write), (2, err_write)):
+                os.dup2(fd, number)
             os.environ.clear()
             os.environ.update(env)
             if cwd is not None:
                 os.chdir(cwd)
             sys.path[0:0] = [entry for entry in path.split(os.pathsep) if entry]
             importlib.invalidate_caches()
-            code = _run_child(args, feed.fileno(), out.fileno(), err.fileno())
+            code = _run_child(args)
+        except BaseException:  # noqa: BLE001 - the set-up failed: say so on stderr, as a crashing interpreter would
+            os.write(2, traceback.format_exc().encode(errors="replace"))
         finally:
             os._exit(code)
-    pidfd = os.pidfd_open(pid)
+    os.close(out_write)
+    os.close(err_write)
+    feed.close()
     try:
-        if not select.select([pidfd], [], [], timeout)[0]:
-            raise subprocess.TimeoutExpired([*args], timeout)
+        stdout, stderr = _read_to_end(pid, out_read, err_read, timeout)
     except BaseException:  # the timeout, or pytest-timeout's interruption: the child goes too, as subprocess.run does
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         raise
     finally:
-        os.close(pidfd)
+        os.close(out_read)
+        os.close(err_read)
     _, status = os.waitpid(pid, 0)
-    feed.close()
-    return subprocess.CompletedProcess(["verl-deploy", *args], os.waitstatus_to_exitcode(status), _read(out),
-                                       _read(err))
+    return subprocess.CompletedProcess(["verl-deploy", *args], os.waitstatus_to_exitcode(status),
+                                       stdout.decode(errors="replace"), stderr.decode(errors="replace"))

@@ -171,7 +171,7 @@ def test_a_supervisor_that_died_three_times_at_the_same_place_is_not_restarted(t
 
 def test_status_waits_for_a_supervisor_that_recorded_its_death_to_exit_then_starts_a_new_one(tmp_path):
     """The supervisor writes its death as its last act and then shuts its interpreter down: a `status` in between
-    saw it alive, started none and said it had. The stand-in is a process named as a supervisor, leaving in 1 s."""
+    saw it alive, started none and said it had. The stand-in is a process named as a supervisor, leaving in 2 s."""
     import subprocess
     import sys
 
@@ -181,17 +181,19 @@ def test_status_waits_for_a_supervisor_that_recorded_its_death_to_exit_then_star
     log = tmp_path / "state" / "runs" / run_id / "train.log"
     log.parent.mkdir(parents=True)
     log.write_text("step:1 - critic/score/mean:0.1\n")
-    leaving = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)", "_supervise", run_id])
+    leaving = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)", "_supervise", run_id])
     env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
     saved = os.environ.get("VERL_DEPLOY_STATE_DIR")
     os.environ.update(env)
     try:
         RunRecord(id=run_id, backend="local", spec={}, state="supervisor_died", supervisor_pid=leaving.pid,
                   attempts=[Attempt(n=1, features=[], reason="launch", log=str(log))],
-                  supervisor_deaths=[{"time": 1.0, "error": "killed by SIGTERM", "attempt": 1, "offset": None}]).save()
+                  supervisor_deaths=[{"time": 1.0, "error": "killed by SIGTERM", "attempt": 1, "offset": None,
+                                      "pid": leaving.pid}]).save()
     finally:
         os.environ.pop("VERL_DEPLOY_STATE_DIR") if saved is None else os.environ.update(VERL_DEPLOY_STATE_DIR=saved)
     try:
+        assert leaving.poll() is None  # still there when status looks
         human = run_cli("status", run_id, env=env)
         assert "started a new one" in " ".join(human.stdout.split()), human.stdout
         assert leaving.poll() is not None  # status waited for it

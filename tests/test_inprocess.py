@@ -55,3 +55,29 @@ def test_a_child_process_output_is_captured(tmp_path):
     with _descriptors_captured() as (out, err):
         os.system(f"bash {script}")
     assert _read(out) == "from-child\n" and _read(err) == "to-stderr\n"
+
+
+@pytest.mark.parametrize("args", [("status", "--json"), ("status", "nope"), ("logs", "nope"), ("launch", "--bogus")],
+                         ids=["status-json", "status", "logs", "launch-refusal"])
+def test_a_forked_command_is_what_the_entry_point_gives(args, tmp_path):
+    """status, logs and launch own their process: the tests run them in a forked child (inprocess.run_forked)."""
+    env = {"VERL_DEPLOY_STATE_DIR": str(tmp_path / "state")}
+    forked = run_cli(*args, env=env, cwd=tmp_path)
+    outside = run_cli(*args, env=env, cwd=tmp_path, subprocess_only=True)
+    assert forked.returncode != 0  # each case is a user's mistake
+    assert (forked.returncode, forked.stdout, forked.stderr) == (outside.returncode, outside.stdout, outside.stderr)
+
+
+def test_a_forked_command_that_crashes_shows_its_traceback_and_leaves_this_process_as_it_was(tmp_path, monkeypatch):
+    from inprocess import run_forked
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("verl_deploy.cli.output.print_json", broken)  # status --json prints with it
+    before, cwd = dict(os.environ), os.getcwd()
+    result = run_forked(["status", "--json"], {**os.environ, "VERL_DEPLOY_STATE_DIR": str(tmp_path)}, None,
+                        tmp_path, timeout=60)
+    assert dict(os.environ) == before and os.getcwd() == cwd
+    assert result.returncode == 1, result
+    assert "Traceback (most recent call last):" in result.stderr and "RuntimeError: boom" in result.stderr

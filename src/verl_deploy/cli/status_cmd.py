@@ -15,7 +15,7 @@ from verl_deploy.cli.output import console, print_json
 from verl_deploy.runs.next_step import end_of_run
 from verl_deploy.runs.predicted_oom import summary
 from verl_deploy.runs.record import TERMINAL, RunRecord
-from verl_deploy.runs.supervisor import ensure_supervised, supervisor_alive
+from verl_deploy.runs.supervisor import ensure_supervised, still_exiting, supervisor_alive
 from verl_deploy.views.safe_text import neutralise
 from verl_deploy.watch.describe import duration, number, validation_text
 
@@ -115,7 +115,9 @@ def _supervision(out: Console, record: RunRecord) -> None:
     if record.supervisor_deaths:
         last = record.supervisor_deaths[-1]
         count = len(record.supervisor_deaths)
-        now = ("not watched now: " + ("`verl-deploy status` started a new one" if supervisor_alive(record) else
+        now = ("not watched now: " + ("it is still exiting; `verl-deploy status` again starts a new one"
+                                      if still_exiting(record) else "`verl-deploy status` started a new one"
+                                      if supervisor_alive(record) else
                                       "not restarted (it died the same way 3 times); read supervisor.log")
                if record.state == "supervisor_died" else "a new one took over")
         out.print(f"[bold yellow]supervisor died[/] {count} time(s), last: {t(last.get('error'))} — {t(now)} "

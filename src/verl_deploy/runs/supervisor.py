@@ -50,8 +50,7 @@ def ensure_supervised(record: RunRecord) -> RunRecord:
     death) is recorded as died and noticed first. One that died three times at the same place is
     not started again: the record says so and names supervisor.log.
     """
-    if record.state == "supervisor_died":
-        _let_it_exit(record)
+    record = _let_it_exit(record)
     launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
     if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
         record = reload(record)  # it may have just ended the run and exited
@@ -73,12 +72,22 @@ def ensure_supervised(record: RunRecord) -> RunRecord:
 EXIT_GRACE = 5.0  # seconds a supervisor that recorded its own death may take to leave (the interpreter's shutdown)
 
 
-def _let_it_exit(record: RunRecord) -> None:
-    """A supervisor records its death as its last act and then exits; until it has, it still looks alive, and a
-    `status` in that moment would start no new one while saying it did. Wait for it, a few seconds at most."""
+def still_exiting(record: RunRecord) -> bool:
+    """The supervisor that recorded the run's last death is still there: it writes its death as its last act and
+    then exits. (A new supervisor's pid differs from the one the death names.)"""
+    last = record.supervisor_deaths[-1] if record.supervisor_deaths else {}
+    return (record.state == "supervisor_died" and last.get("pid") is not None
+            and last.get("pid") == record.supervisor_pid and supervisor_alive(record))
+
+
+def _let_it_exit(record: RunRecord) -> RunRecord:
+    """Until a dying supervisor has exited it looks alive, and a `status` in that moment would start no new one.
+    Wait for it, a few seconds at most, re-reading the record (another `status` may have started one meanwhile)."""
     deadline = time.monotonic() + EXIT_GRACE
-    while supervisor_alive(record) and time.monotonic() < deadline:
+    while still_exiting(record) and time.monotonic() < deadline:
         time.sleep(0.05)
+        record = reload(record)
+    return record
 
 
 MAX_DEATHS_KEPT = 20
@@ -109,7 +118,8 @@ def _record_death(record: RunRecord, error: str, offset: int | None) -> None:
     """The run's state says the supervisor died and why; a notice goes out (the training goes on unwatched)."""
     attempt = record.current.n if record.current else None
     record.supervisor_deaths = [*record.supervisor_deaths, {"time": time.time(), "error": error, "attempt": attempt,
-                                                            "offset": offset}][-MAX_DEATHS_KEPT:]
+                                                            "offset": offset, "pid": record.supervisor_pid}
+                                ][-MAX_DEATHS_KEPT:]
     if record.state in TERMINAL:  # it died after the end was recorded: the end stands
         _save(record)
         return
