@@ -86,33 +86,24 @@ def skip_module_without(package: str, reason: str = "") -> None:
         pytest.skip(reason or f"{package} is not installed (pip install '.[test]')", allow_module_level=True)
 
 
-# Commands that own their process: the supervisor installs signal handlers for the process it runs in; launch,
-# status and logs may start a supervisor, which must be the child of a process that exits (init reaps it), not of
-# the test process (where it would linger as a zombie that still "exists" for kill(pid, 0)). They run in a forked
-# child of the test process (tests/inprocess.run_forked), which is such a process without a new interpreter.
-SUBPROCESS_COMMANDS = {"_supervise", "launch", "status", "logs"}
+# Commands that own their process: launch, status and logs may start a supervisor, which must be the child of a
+# process that exits (init reaps it), not of the test process (where it would linger as a zombie that still "exists"
+# for kill(pid, 0)). They run in a forked child of the test process (tests/inprocess.run_forked), which is such a
+# process without a new interpreter. The supervisor itself gets a new interpreter: supervisor_alive() knows it by
+# its command line, which a forked child would not have.
+FORKED_COMMANDS = {"launch", "status", "logs"}
+NEW_INTERPRETER_COMMANDS = {"_supervise"}
 
 
-def _imports_nothing(pythonpath: str) -> bool:
-    """PYTHONPATH entries holding only package metadata (the fake Ascend host's torch_npu): what the CLI's own
-    process imports is the same with or without them, so the command can run in-process."""
+def _pythonpath_modules(pythonpath: str) -> set[str]:
+    """The top-level names PYTHONPATH's folders hold (package metadata left out): what a new interpreter given it
+    could import that this process's sys.path may not."""
+    names: set[str] = set()
     for entry in filter(None, pythonpath.split(os.pathsep)):
         folder = Path(entry)
-        if folder.is_dir() and any(not child.name.endswith(".dist-info") for child in folder.iterdir()):
-            return False
-    return True
-
-
-def _imports_anew(pythonpath: str) -> bool:
-    """PYTHONPATH entries holding nothing this process has imported (a fake host's torch_npu, a verl site): a child
-    forked from it that puts them on sys.path imports what a new interpreter would. A copied tree of verl_deploy
-    would not be imported again, nor would a sitecustomize run: those need a new interpreter."""
-    for entry in filter(None, pythonpath.split(os.pathsep)):
-        folder = Path(entry)
-        names = {child.name.split(".")[0] for child in folder.iterdir()} if folder.is_dir() else set()
-        if names & (set(sys.modules) | {"sitecustomize", "usercustomize"}):
-            return False
-    return True
+        if folder.is_dir():
+            names |= {child.name.split(".")[0] for child in folder.iterdir() if not child.name.endswith(".dist-info")}
+    return names
 
 
 def child_env(env: dict) -> dict:
@@ -130,20 +121,23 @@ def run_cli(*args: str, env: dict | None = None, input: str | None = None, cwd: 
             subprocess_only: bool = False, timeout: float = 240):
     """Run the real `verl-deploy` as a user would: in this process through the app's `main` path (tests/inprocess.py),
     in a forked child of it (a command that owns its process, a PYTHONPATH with modules only a child imports), or in
-    a subprocess for the installed entry point (subprocess_only, VERL_DEPLOY_TESTS_SUBPROCESS=1, a PYTHONPATH
-    holding modules this process already imported)."""
+    a subprocess for the installed entry point (subprocess_only, VERL_DEPLOY_TESTS_SUBPROCESS=1, the supervisor, a
+    PYTHONPATH holding modules this process already imported)."""
     overrides = dict(env or {})
     pythonpath = overrides.get("PYTHONPATH", "")
-    anew = subprocess_only or os.environ.get("VERL_DEPLOY_TESTS_SUBPROCESS") == "1"
-    own_process = bool(args) and args[0] in SUBPROCESS_COMMANDS
-    if not (anew or own_process) and _imports_nothing(pythonpath):
+    modules = _pythonpath_modules(pythonpath)
+    command = args[0] if args else ""
+    # a copied tree of verl_deploy is not imported again in a fork, nor does a sitecustomize run: a new interpreter
+    anew = (subprocess_only or os.environ.get("VERL_DEPLOY_TESTS_SUBPROCESS") == "1" or command in
+            NEW_INTERPRETER_COMMANDS or bool(modules & (set(sys.modules) | {"sitecustomize", "usercustomize"})))
+    if not anew and not modules and command not in FORKED_COMMANDS:
         from inprocess import run_in_process
 
         overrides.setdefault("COLUMNS", os.environ.get("COLUMNS", "200"))
         return run_in_process(list(args), overrides, input, cwd)
     full_env = child_env({**os.environ, **(env or {})})
     full_env.setdefault("COLUMNS", "200")
-    if not anew and _imports_anew(pythonpath) and args[:1] != ("_supervise",):  # it checks its own command line
+    if not anew:  # a command that owns its process, or a PYTHONPATH with modules only a child would import
         from inprocess import run_forked
 
         return run_forked(list(args), full_env, input, cwd, timeout=timeout, path=pythonpath)
