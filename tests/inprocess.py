@@ -72,11 +72,6 @@ def run_in_process(args: list[str], env: dict[str, str], input: str | None, cwd:
     return subprocess.CompletedProcess(["verl-deploy", *args], code, stdout, stderr)
 
 
-# What a forked command imports on its first line: imported once here instead of in every child (status is polled
-# hundreds of times; its own imports were most of its 0.19 CPU-s as a subprocess).
-_COMMAND_MODULES = {"status": "status_cmd", "logs": "logs_cmd", "launch": "launch_cmd"}
-
-
 def _run_child(args: list[str]) -> int:
     """In the forked child: the entry point as `python -m verl_deploy ARGS` runs it, on fresh standard streams."""
     import signal
@@ -149,13 +144,12 @@ def run_forked(args: list[str], env: dict[str, str], input: str | None, cwd: Pat
     import importlib
     import signal
 
-    from verl_deploy import cli  # noqa: F401 - imported before the fork, once
+    from verl_deploy.cli import COMMANDS
 
     if cwd is not None and not Path(cwd).is_dir():
         raise FileNotFoundError(f"no directory {cwd}")  # what subprocess.run raises in the caller
-    module = _COMMAND_MODULES.get(args[0] if args else "")
-    if module:
-        importlib.import_module(f"verl_deploy.cli.{module}")
+    if args and args[0] in COMMANDS:  # the command's module, imported here once instead of in every child (status
+        importlib.import_module(COMMANDS[args[0]].module)  # is polled hundreds of times; imports were most of it)
     feed = tempfile.TemporaryFile()
     feed.write((input or "").encode())
     feed.seek(0)
