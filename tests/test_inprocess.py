@@ -74,7 +74,9 @@ def test_a_forked_command_that_crashes_shows_its_traceback_and_leaves_this_proce
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("verl_deploy.cli.output.print_json", broken)  # status --json prints with it
+    import verl_deploy.cli.status_cmd as status_cmd
+
+    monkeypatch.setattr(status_cmd, "load", broken)  # status's first call; put back after the test, as it found it
     before, cwd = dict(os.environ), os.getcwd()
     result = run_forked(["status", "--json"], {**os.environ, "VERL_DEPLOY_STATE_DIR": str(tmp_path)}, None,
                         tmp_path, timeout=60)
