@@ -14,6 +14,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import VERL_BIN, child_env, run_cli, webhook_server
@@ -139,17 +140,9 @@ def test_an_oom_on_a_host_too_busy_to_stop_ray_quickly_keeps_the_trainers_own_ex
     temp_dirs = {attempt["handle"]["ray_temp_dir"] for attempt in record["attempts"]}
     assert len(temp_dirs) == 3  # each attempt started its own Ray, with a process that ignored TERM
     assert len(list(slow.glob("slowed-*"))) == 3  # and each cleanup waited for it, slowed past the grace
-    assert not [argv for argv in _command_lines() if any(temp_dir in argv for temp_dir in temp_dirs)]  # KILLed
-
-
-def _command_lines() -> list[str]:
-    lines = []
-    for proc in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            lines.append(proc.read_bytes().decode(errors="replace"))
-        except OSError:  # gone meanwhile
-            pass
-    return lines
+    left = [process.info["cmdline"] for process in psutil.process_iter(["cmdline"])
+            if any(temp_dir in part for part in process.info["cmdline"] or [] for temp_dir in temp_dirs)]
+    assert not left  # KILLed
 
 
 def test_host_oom_adds_no_offload_and_stops_with_a_notice(trainer):
