@@ -2,8 +2,8 @@
 
 Each evaluable case of tests/fixtures/memory/memory_cases.csv (a copy of the shared half of the
 collected verl cases) becomes verl-deploy inputs the way the held-out check builds them
-(reference memory_cases.md): the model's config.json folder, device kind and memory, devices per
-node and nodes, the framework and its layout, the rollout TP and gpu_memory_utilization, lengths
+(reference memory_cases.md): the model's config.json folder, device kind, name and memory, devices per
+node and nodes, the NCCL its torch pins where the versions column names that torch, the framework and its layout, the rollout TP and gpu_memory_utilization, lengths
 and batches, exactly the case's features, and the rest as verl overrides. The plan is compiled by
 the real pipeline and the estimate read as `plan --json` shows it (no calibration log). A case is
 predicted right when `fits` is true for "ran" and false for "OOM". Misses are listed with the
@@ -69,6 +69,27 @@ def model_dir(name: str, tmp: Path) -> Path:
     return folder
 
 
+# The torch a case's stack ran, from what its versions column names: an image tag's "th2.6.0", a vLLM release
+# (vLLM 0.7.x pins torch 2.5.1, 0.8.x torch 2.6.0: its requirements), or a verl commit whose install script pins it.
+VERL_COMMIT_TORCH = {"9f4161e": "2.6.0"}  # scripts/install_vllm_sglang_mcore.sh:12 (vllm==0.8.5.post1 torch==2.6.0)
+VLLM_TORCH = {"0.7": "2.5.1", "0.8": "2.6.0"}
+
+
+def _stack(row: dict) -> dict:
+    """The case's NCCL (as its torch pins it), where its versions column says which torch ran; else nothing (the
+    plan's default: the release image's)."""
+    from verl_deploy.memory.nccl import nccl_for_torch
+
+    text = row.get("versions") or ""
+    torches = re.findall(r"\bth(\d+\.\d+\.\d+)", text)
+    torches += [VLLM_TORCH[v] for v in re.findall(r"vllm-?(\d+\.\d+)\.", text) if v in VLLM_TORCH]
+    torches += [torch for commit, torch in VERL_COMMIT_TORCH.items() if f"verl@{commit}" in text]
+    pins = {nccl_for_torch(t) for t in torches} - {None}
+    if len(pins) != 1:  # none named, or stacks that disagree: leave it to the default
+        return {}
+    return {"nccl_version": ".".join(map(str, pins.pop()))}
+
+
 def _base_flags(row: dict, tmp: Path, framework: str) -> dict:
     """Model, device, nodes, mode (with each pool's devices in the split modes), lengths and batches."""
     mode = (row.get("mode") or "?").strip()
@@ -77,6 +98,7 @@ def _base_flags(row: dict, tmp: Path, framework: str) -> dict:
         "model_path": str(model_dir(row["model"], tmp)), "device": "npu" if "Ascend" in row["device"] else "gpu",
         "device_memory_gb": number(row["device_mem_GB"]), "devices": int(number(row["devices_per_node"])),
         "nnodes": int(number(row["nodes"])), "framework": framework, "mode": mode, "verl_version": "0.9.1",
+        "device_name": row["device"][:100], **_stack(row),
         "max_prompt_length": int(number(row["max_prompt_length"])),
         "max_response_length": int(number(row["max_response_length"])),
         "batch_size": int(number(row["train_batch_size"])), "mini_batch_size": int(number(row["ppo_mini_batch_size"])),
@@ -205,56 +227,21 @@ def case_inputs(row: dict, tmp: Path) -> tuple[dict, str]:
 
 # Why a miss is a miss, where the numbers alone do not say it (read from the case's source).
 WHY = {
-    "C015": "micro-batch 16 without dynamic batching on GSM8K: 101 GiB at the maximum lengths (16 x 2048 tokens), "
-            "84 GiB of 79 at the typical step (half of both lengths); remove-padding keeps only real tokens and "
-            "GSM8K's prompts and responses are a few hundred tokens: at 200/300 the update needs ~75 GiB and fits. "
-            "The typical step has no real prompt/response lengths to go on",
-    "C019": "the same script is documented as running (C018); its reporter ran out of memory inside the optimizer "
-            "step (megatron-core 0.12.2 by the traceback's line numbers: distrib_optimizer.py:2093, optimizer.py:453), "
-            "also at 1024/2048 lengths. At the step the activations and logits are freed: the counted state is "
-            "7.6 bf16 params + 15.3 fp32 grad buffer + 45.8 main params and Adam = 68.7 GiB, 75.7 with the "
-            "allowances, so an OOM there needs ~19 GiB more that does not grow with the lengths (at 1024/2048 even "
-            "the backward peak is 81.6). Read at verl 9f4161e, nothing holds it: update_actor loads params+grads "
-            "then the optimizer before the forward (workers/megatron_workers.py:615-623); the loads resize the same "
-            "storages and copy from the pinned host copy, no second device copy (utils/megatron_utils.py:358-382), "
-            "and the fp32 main params and exp_avg/exp_avg_sq are moved by .data / dict-entry swaps (426-501), the "
-            "main param being the one clone().float() the optimizer group and model_param.main_param share "
-            "(distrib_optimizer.py:366-384); vLLM sleeps at level 1 after init and after every generation, weights "
-            "offloaded and KV cache freed, custom all-reduce off (rollout/vllm_rollout/vllm_rollout_spmd.py:181-207, "
-            "sharding_manager/megatron_vllm.py:191-197), leaving graphs and communicators (counted); the reference "
-            "is loaded for its forward and offloaded before the update (megatron_workers.py:694-711, "
-            "megatron_utils.py:349-352); entropy_coeff 0 skips the logits clone (workers/actor/megatron_actor.py:"
-            "515-532, 619); the weight sync gathers one tensor at a time inside generate_sequences "
-            "(megatron_utils.py:806-); TE's FusedAdam (megatron-core optimizer/__init__.py:11; verl's models need "
-            "TE, models/mcore/model_initializer.py:105) creates exp_avg/exp_avg_sq with empty_like + zero_ and updates "
-            "in place with multi-tensor kernels. A second reading (2026-12-05) placed the OOM: the versions are the ones "
-            "verl pinned at 9f4161e (scripts/install_vllm_sglang_mcore.sh:12: vLLM 0.8.5.post1, torch 2.6.0; TE 2.2.1, "
-            "megatron-core 0.12.2), and TE 2.2.1's FusedAdam.step creates exp_avg/exp_avg_sq only when a parameter's "
-            "state is empty (optimizers/fused_adam.py:535-536, 369-371), so an OOM inside optimizer.step() is the "
-            "first update's: 30.5 GiB of moments allocated one tensor at a time onto params, grads and main params "
-            "(38.2 GiB). For it to OOM, >= 64.6 GiB was in use before the step where the code accounts for ~46.7 "
-            "(with the allowances and the batch: update_actor's batch at DP 1, ~1.1 GiB (megatron_workers.py:623), "
-            "plus the collated mini-batch alive through the step, ~0.45 (protocol.py:249-259, megatron_actor.py:"
-            "640-641)), a gap of >= 17.9 GiB that no tensor of verl, megatron-core, TE or vLLM holds. What is left "
-            "is outside PyTorch's accounting and not sized by any code read: NCCL 2.21.5 (torch 2.6) sets up NVLS "
-            "buffers for every communicator of more than 2 GPUs on an NVSwitch host (src/transport/nvls.cc:236-320, "
-            "nChannels x 2 x 3 MiB per head, aligned to the multicast granularity; NVIDIA/nccl#864 reports ~1.6 GB for "
-            "one communicator and ~6 GB for three); the reporter's 'allocated / reserved' figures, which would settle it, are not in the "
-            "issue as stored. A static term of that size would also flip runs that "
-            "ran: H36 (Megatron on H20, 10.1 GiB to spare in the update), H11, H29, H38 (Megatron on H100, 13-16) "
-            "and H40 (FSDP on H20, 3.6); an NVLS term needs the NCCL version and the device's NVSwitch, which a "
-            "plan does not know. Left unexplained; not fitted",
+    "C015": "micro-batch 16 without dynamic batching on GSM8K: 104 GiB at the maximum lengths (16 x 2048 tokens), "
+            "88 GiB of 79 at the typical step (half of both lengths, one response at the maximum); remove-padding "
+            "keeps only real tokens and GSM8K's prompts and responses are a few hundred tokens: at 200/300 the "
+            "update needs 78.9 GiB and fits. The typical step has no real prompt/response lengths to go on",
     # held-out misses, taken apart after a scoring run (H35, H36 and H40, seen the same way, are right since the
     # selective-recompute, MoE-copy and dynamic-batch terms were derived from megatron-core's and verl's code)
-    "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at half the maximum lengths the "
-           "update needs 79.6 GiB of 79.1 (the FSDP1 root's embeddings and held lm_head gradient, 1 GiB each, put it "
-           "over); at GSM8K-like lengths (200-token prompts, 300-token responses) it fits (~73 GiB): the typical step "
+    "H39": "the C015 pattern: micro-batch 16 without dynamic batching on GSM8K; at its typical step the update "
+           "needs 80.9 GiB of 79.1 (the FSDP1 root's embeddings and held lm_head gradient, 1 GiB each, put it "
+           "over); at GSM8K-like lengths (200-token prompts, 300-token responses) it fits (~74 GiB): the typical step "
            "has no real prompt/response lengths to go on",
     "H41": "as H40 on 80 GB devices: the rank's 40 sequences (256 x 5 / 32) of 1024 tokens are cut into 2 "
            "micro-batches of 20480 tokens (verl's rearrange_micro_batches), and at half the lengths one of 20480: "
-           "89 GiB of 79 (72B FSDP1: 34 GiB of state, checkpointed layer inputs 80 x 2h per token = 25 GiB, the "
+           "90 GiB of 79 (72B FSDP1: 34 GiB of state, checkpointed layer inputs 80 x 2h per token = 25 GiB, the "
            "root unit's embeddings, lm_head and held lm_head gradient 7 GiB, bf16 logits and their gradient 11.6 GiB "
-           "of which the rebuilt layer's 6.8 overlap). Not the lengths: at GSM8K-like 200/300 it is still ~88, since "
+           "of which the rebuilt layer's 6.8 overlap). Not the lengths: at GSM8K-like 200/300 it is still ~89, since "
            "the token budget keeps one micro-batch of ~20000 tokens. What is over-counted was not found",
 }
 

@@ -106,6 +106,36 @@ def test_fixed_micro_batches_fit_at_the_typical_step_and_warn_where_the_worst_st
     assert estimate.to_dict()["worst_over"] and estimate.to_dict()["fits"] is True
 
 
+def test_a_step_peaks_at_its_largest_micro_batch_the_one_holding_its_longest_response(tmp_path):
+    """A step's peak is its largest micro-batch's. With fixed micro-batches of one sequence that is the step's longest
+    response, which reaches the maximum in most steps (verl's response_length/clip_ratio): the typical step of
+    micro-batch 1 is no smaller than its worst one but for the prompts; micro-batch 2 holds it beside a typical one."""
+    from dataclasses import replace
+
+    from verl_deploy.memory import terms
+
+    setup, _, prepared = planned(tmp_path, "Qwen3-8B", **FIXED)
+    lengths = prepared.memory.lengths
+    prompt, response = lengths.typical_prompt_len, lengths.typical_response_len
+    typical = replace(setup, prompt_len=prompt, response_len=response, longest_response_len=setup.response_len)
+    tokens, why = terms.tokens_per_device(typical, log_prob=False)
+    assert tokens == (prompt + response) + (prompt + setup.response_len)  # micro-batch 2: one typical, the longest
+    assert "the step's longest response" in why
+    every_typical = replace(typical, longest_response_len=None)
+    assert terms.tokens_per_device(every_typical, log_prob=False)[0] == 2 * (prompt + response)
+    one = replace(typical, micro_batch=1)
+    assert terms.tokens_per_device(one, log_prob=False)[0] == prompt + setup.response_len
+    assert lengths.typical_peak_gb > build_gb(prepared, every_typical)  # the verdict no longer averages it away
+
+
+def build_gb(prepared, setup) -> float:
+    from verl_deploy.memory.estimate import build
+    from verl_deploy.memory.model import load_shape
+
+    shape, _ = load_shape(prepared.plan.spec.model_path)
+    return build(shape, setup, prepared.memory.device, None).peak_gb
+
+
 def test_the_expected_response_length_sizes_the_typical_step(tmp_path):
     """expected_response_length (DAPO's response_length/mean) replaces the half-the-maximum assumption: past the
     boundary the typical step no longer fits, and then the run does not fit."""

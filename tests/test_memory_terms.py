@@ -301,21 +301,23 @@ def test_parameter_count_matches_the_real_model_definition(name):
 
 
 def test_typical_and_worst_case_and_the_response_length_where_it_stops_fitting(tmp_path):
-    """Fixed micro-batches: the worst step has every response at the maximum; the estimate also says where
-    (by response length) the run starts to run out of memory, and that boundary is exact to the token."""
+    """Fixed micro-batches (2 sequences): the worst step has every response at the maximum, the typical one a typical
+    response beside the step's longest; the estimate also says where (by response length) the run starts to run out
+    of memory, and that boundary is exact to the token."""
     from dataclasses import replace
 
     from verl_deploy.memory.device_memory import device_memory
     from verl_deploy.memory.estimate import build
 
-    setup, shape, prepared = setup_and_shape(tmp_path, "Qwen3-8B", max_response_length=32768,
-                                             features=["-dynamic_batch"])
+    setup, shape, prepared = setup_and_shape(tmp_path, "Qwen3-8B", max_response_length=12288,
+                                             features=["-dynamic_batch"],
+                                             overrides=["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2"])
     lengths = prepared.memory.lengths
-    assert lengths is not None and not lengths.budget_bound
+    assert lengths is not None and not lengths.budget_bound and setup.micro_batch == 2
     assert lengths.worst_fits is False and lengths.typical_fits is True
     assert lengths.typical_peak_gb < lengths.worst_peak_gb
     boundary = lengths.oom_response_len
-    assert lengths.typical_response_len < boundary <= 32768
+    assert lengths.typical_response_len < boundary <= 12288
     device = device_memory(prepared.spec.device, prepared.spec.device_memory_gb, "spec", prepared.spec.device_name)
     prompt = lengths.typical_prompt_len  # the boundary is found with the prompts at their typical length
     assert prompt == setup.prompt_len // 2

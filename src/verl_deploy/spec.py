@@ -291,6 +291,12 @@ class RunSpec(BaseModel):
         description="accelerator model, e.g. 910B3 or H100",
         help=("Accelerator model for the memory estimate's default memory when none is detected: 910B1-910B4, A3, "
               "H100, H800, H20, H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000."))
+    nccl_version: Optional[str] = spec_field(
+        None, max_length=20, pattern=r"^\d+\.\d+(\.\d+)?", flags="--nccl-version", panel="Hardware", view="Hardware",
+        description="NCCL release the training runs with (detected by check: nvidia-nccl-cu12, else torch's pin)",
+        help=("NCCL release the training's torch uses, e.g. 2.21.5, for the memory estimate's communicator buffers "
+              "(default: what check found, else the release image's: NCCL 2.26+ sets buffers up on first use, "
+              "NCCL 2.21 (torch 2.5/2.6) all at init, ~1.9 GiB per 8-GPU communicator on NVSwitch hosts)."))
     host_memory_gb: Optional[float] = spec_field(None, gt=0, le=1_000_000, view="Hardware", config="hardware",
         description="host RAM per node in GiB")
 

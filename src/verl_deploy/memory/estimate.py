@@ -203,7 +203,10 @@ def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlo
         return build(m, replace(s, prompt_len=prompt, response_len=length), device, None)
 
     worst = build(m, s, device, None)
-    typical = at(typical_len) if not s.padded else worst
+    # a step's peak is its largest micro-batch's: with fixed micro-batches that is the one holding the step's longest
+    # response, which reaches the maximum in most steps (verl logs the share as response_length/clip_ratio)
+    typical = worst if s.padded else build(m, replace(s, prompt_len=prompt, response_len=typical_len,
+                                                      longest_response_len=s.response_len), device, None)
     oom: int | None = None
     if not worst.fits:
         low, high = 1, s.response_len

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from verl_deploy.memory import nccl
 from verl_deploy.profiles.memory_keys import default_for, key_for
 from verl_deploy.spec import SPLIT_MODES
 
@@ -77,6 +78,11 @@ class Setup:
     critic_gradient_checkpointing: bool = True
     fused_kernels: bool = False  # model.use_fused_kernels: log-probs and entropy without the [tokens, vocab] logits
     expected_response_len: int | None = None  # the mean response length the run is expected to reach (spec field)
+    # the longest response of the step, when the others are shorter (the typical step): fixed micro-batches put it
+    # in one micro-batch beside micro - 1 sequences of the typical length; None: every response is response_len long
+    longest_response_len: int | None = None
+    nccl_version: tuple[int, int, int] | None = None  # the NCCL the training runs with; None: the release image's
+    nvls: bool = True  # the GPUs sit behind an NVSwitch with multicast (NCCL's NVLS buffers); see memory/nccl.py
     recompute_modules: tuple[str, ...] = ("core_attn",)  # Megatron's selective recompute: the modules it recomputes
     fsdp_strategy: str = "fsdp"  # actor.strategy: fsdp (FSDP1, verl's default, as read() falls back to) or fsdp2
 
@@ -293,5 +299,6 @@ def setup_from_plan(plan) -> Setup:
     read = _reader(plan)
     batches = _batches(spec, read)
     return Setup(framework=spec.framework, device=spec.device, mode=spec.mode, verl_version=spec.verl_version,
+                 nccl_version=nccl.parse_version(spec.nccl_version), nvls=nccl.nvls_capable(spec.device_name),
                  **_layout(spec, read), **batches, **_memory_features(spec, plan, read), **_engine(spec, read),
                  **_critic(read, batches["micro_batch"], batches["dynamic_bsz"]))

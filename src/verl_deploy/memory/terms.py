@@ -178,9 +178,14 @@ def tokens_per_device(s: Setup, *, log_prob: bool) -> tuple[int, str]:
         return (max(1, per_micro * seq // split),
                 f"dynamic-batch budget {budget} tokens: the rank's {sequences} sequences of {seq} tokens in {count} "
                 f"micro-batch(es) of at most {per_micro}" + (f" / {split}" if split > 1 else ""))
-    micro = s.log_prob_micro_batch if log_prob else s.micro_batch
-    return (max(1, min(micro, sequences) * seq // split),
-            f"micro-batch {min(micro, sequences)} x {seq} tokens" + (f" / {split}" if split > 1 else ""))
+    micro = min(s.log_prob_micro_batch if log_prob else s.micro_batch, sequences)
+    longer = max(0, (s.longest_response_len or 0) - s.response_len)
+    if longer:  # the step's largest micro-batch: the longest response beside micro - 1 typical sequences
+        return (max(1, (micro * seq + longer) // split),
+                f"the largest micro-batch: {micro - 1} x {seq} tokens + one of {seq + longer} (the step's longest "
+                f"response)" + (f" / {split}" if split > 1 else ""))
+    return (max(1, micro * seq // split),
+            f"micro-batch {micro} x {seq} tokens" + (f" / {split}" if split > 1 else ""))
 
 
 # ---- activations and logits -------------------------------------------------------------------
@@ -506,7 +511,6 @@ def rollout_activation(m: ModelShape, s: Setup) -> Term:
 CONTEXT_GB = {"gpu": 0.75, "npu": 1.5}  # the process's CUDA / CANN context and runtime workspaces
 SRC_CONTEXT = ("assumed: CUDA context + cuBLAS/cuDNN workspaces of one process (~0.5-1 GiB on H100-class GPUs); "
                "CANN context + runtime on 910B/A3 (~1.5 GiB); one process holds trainer and engine (verl hybrid worker)")
-NCCL_COMM_MIB = 32 * 2 * 4  # channels (NCCL_MAX_NCHANNELS 32 on NVLink) x send/recv x NCCL_BUFFSIZE 4 MiB
 HCCL_COMM_MIB = 2 * 200  # HCCL_BUFFSIZE 200 MB by default; a communicator holds two (CANN HCCL environment docs)
 GRAPHS_GB = {"gpu": 1.0, "npu": 1.5}
 FRAGMENTATION = 0.05  # of the usable memory, in the phases the caching allocator serves (training)
@@ -518,39 +522,100 @@ def device_context(s: Setup) -> Term:
     return Term(gb * GIB, f"{s.device.upper()} context and runtime of the worker process, {gb:g} GiB", SRC_CONTEXT)
 
 
-def communicators(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> list[str]:
-    """The process groups a device's worker talks over (each one an NCCL/HCCL communicator with its buffers)."""
-    groups: list[str] = []
+def _local(size: int, stride: int, per_node: int) -> int:
+    """Ranks of a group on one node: members `stride` ranks apart, ranks numbered node by node."""
+    return max(1, min(size, per_node // max(1, stride))) if stride < per_node else 1
+
+
+def communicator_groups(s: Setup, *, rollout_side: bool = True,
+                        trainer_side: bool = True) -> list[tuple[str, int, int]]:
+    """(group, ranks, ranks on one node) of the process groups a device's worker talks over, each one an NCCL/HCCL
+    communicator with its own buffers: the trainer's (_megatron_groups, _fsdp_groups), the split modes' weight
+    sync joining the two pools (checkpoint engine, nccl / hccl), and the engine's (_engine_groups)."""
+    groups: list[tuple[str, int, int]] = []
     if trainer_side:
-        if s.framework == "megatron":
-            groups += [g for g, size in (("TP", s.tp), ("PP", s.pp), ("CP", s.cp), ("DP", s.dp)) if size > 1]
-            if s.ep > 1:
-                groups.append("EP")
-                if s.world // max(1, s.ep * s.etp * s.pp) > 1:
-                    groups.append("expert-DP")
-        else:
-            groups.append("FSDP")
-            if s.sp > 1:
-                groups.append("Ulysses SP")
-    if not s.colocated:  # the split modes' weight-sync group joins the two pools (checkpoint engine, nccl / hccl)
-        groups.append("weight sync")
-    if rollout_side and s.rollout_tp > 1:
-        groups.append("rollout TP")
-    if rollout_side and s.rollout_ep > 1:
-        groups.append("rollout EP")
+        groups += _megatron_groups(s) if s.framework == "megatron" else _fsdp_groups(s)
+    if not s.colocated:
+        groups.append(("weight sync", s.world + s.rollout_world, s.devices_per_node))
+    if rollout_side:
+        groups += _engine_groups(s)
     return groups
+
+
+def _megatron_groups(s: Setup) -> list[tuple[str, int, int]]:
+    """Megatron orders ranks tp-cp-dp-pp (experts: etp-ep-dp-pp) and keeps the world group apart: the distributed
+    optimizer's grad-norm all-reduce runs over it (megatron-core distrib_optimizer.py get_grad_stats_parallel_group),
+    as do verl's barriers."""
+    per_node, groups = s.devices_per_node, []
+    for name, size, stride in (("TP", s.tp, 1), ("CP", s.cp, s.tp), ("DP", s.dp, s.tp * s.cp),
+                               ("PP", s.pp, s.tp * s.cp * s.dp)):
+        if size > 1:
+            groups.append((name, size, _local(size, stride, per_node)))
+    expert_dp = s.world // max(1, s.ep * s.etp * s.pp)
+    if s.ep > 1:
+        groups.append(("EP", s.ep, _local(s.ep, s.etp, per_node)))
+    if s.ep > 1 and expert_dp > 1:
+        groups.append(("expert-DP", expert_dp, _local(expert_dp, s.etp * s.ep, per_node)))
+    return groups + ([("world", s.world, min(s.world, per_node))] if s.world > 1 else [])
+
+
+def _fsdp_groups(s: Setup) -> list[tuple[str, int, int]]:
+    """verl's FSDP mesh is the world (the default group itself), or (replicate, shard) with fsdp_size beside the
+    world; the Ulysses mesh (dp, sp) adds its SP group."""
+    per_node, groups = s.devices_per_node, []
+    shards, replicas = s.fsdp_shards, s.world // max(1, s.fsdp_shards)
+    if shards > 1:
+        groups.append(("FSDP", shards, _local(shards, 1, per_node)))
+    if replicas > 1:
+        groups += [("FSDP replicate", replicas, _local(replicas, shards, per_node)),
+                   ("world", s.world, min(s.world, per_node))]
+    if s.sp > 1:
+        groups.append(("Ulysses SP", s.sp, _local(s.sp, 1, per_node)))
+    return groups
+
+
+def _engine_groups(s: Setup) -> list[tuple[str, int, int]]:
+    """vLLM's TP group is two communicators: its PyNccl one (all-reduce) and the torch group's (the logits'
+    all-gather, distributed/device_communicators/base_device_communicator.py all_gather)."""
+    per_node, groups = s.rollout_devices_per_node, []
+    if s.rollout_tp > 1:
+        local = _local(s.rollout_tp, 1, per_node)
+        groups += [("rollout TP (engine's own)", s.rollout_tp, local), ("rollout TP (torch group)", s.rollout_tp, local)]
+    if s.rollout_ep > 1:
+        groups.append(("rollout EP", s.rollout_ep, _local(s.rollout_ep, 1, per_node)))
+    return groups
+
+
+def communicators(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> list[str]:
+    """The names of the process groups (communicator_groups) a device's worker talks over."""
+    return [name for name, _, _ in communicator_groups(s, rollout_side=rollout_side, trainer_side=trainer_side)]
 
 
 def comm_buffers(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> Term:
     """NCCL/HCCL buffers of the communicators alive on the device (vLLM makes its own before it measures memory,
     so they are outside gpu_memory_utilization: vLLM 0.24.0 v1/worker/gpu_worker.py:318-341)."""
-    groups = communicators(s, rollout_side=rollout_side, trainer_side=trainer_side)
-    mib = HCCL_COMM_MIB if s.device == "npu" else NCCL_COMM_MIB
-    what = "HCCL_BUFFSIZE 200 MB x 2" if s.device == "npu" else "32 channels x 2 x NCCL_BUFFSIZE 4 MiB"
-    return Term(len(groups) * mib * 2 ** 20, f"{len(groups)} communicators ({', '.join(groups) or 'none'}) x {mib} MiB "
-                                             f"({what})",
-                "NCCL_BUFFSIZE default 4 MiB per channel and peer (NCCL environment docs); HCCL_BUFFSIZE default "
-                "200 MB, two per communicator (CANN docs); " + VLLM + "v1/worker/gpu_worker.py:318")
+    from verl_deploy.memory import nccl
+
+    groups = communicator_groups(s, rollout_side=rollout_side, trainer_side=trainer_side)
+    if s.device == "npu":
+        return Term(len(groups) * HCCL_COMM_MIB * 2 ** 20,
+                    f"{len(groups)} communicators ({', '.join(n for n, _, _ in groups) or 'none'}) x {HCCL_COMM_MIB} "
+                    f"MiB (HCCL_BUFFSIZE 200 MB x 2)",
+                    "HCCL_BUFFSIZE default 200 MB, two per communicator (CANN docs); " + VLLM +
+                    "v1/worker/gpu_worker.py:318")
+    total, parts = 0, []
+    hows: dict[str, int] = {}  # each distinct figure once, with the GPUs on a node it is for
+    for name, _, local in groups:
+        mib, how = nccl.communicator_mib(s.nccl_version, local, s.nvls)
+        total += mib
+        parts.append(f"{name} {mib}")
+        hows.setdefault(how, local)
+    detail = "; ".join(f"{local} of its GPUs on a node: {how}" for how, local in hows.items())
+    fix = any(nccl.frees_with_nvls_off(s.nccl_version, local, s.nvls) for _, _, local in groups)
+    return Term(total * 2 ** 20, f"{len(groups)} communicators (" + (", ".join(parts) or "none") + " MiB)"
+                + (f" [{detail}]" if detail else "") + (f"; {nccl.NVLS_FIX}" if fix else ""),
+                "NCCL v2.21.5 / v2.26.2 source (verl_deploy/memory/nccl.py gives file:line); " + VLLM +
+                "v1/worker/gpu_worker.py:318")
 
 
 def graphs_outside_budget(s: Setup) -> bool:

@@ -111,7 +111,21 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
         version = software.release(verl)
         if isinstance(profile_for(version), Profile):  # a release this tool plans (else the default stays)
             found["verl_version"] = version
+    nccl_version = _nccl_version(versions)
+    if nccl_version and found.get("device", context.spec.device) == "gpu" and not context.given("nccl_version"):
+        found["nccl_version"] = nccl_version
     return found
+
+
+def _nccl_version(versions: Mapping[str, Any]) -> str | None:
+    """The NCCL the training's torch loads: the nvidia-nccl-cu12 wheel's release, else the one its torch pins."""
+    from verl_deploy.memory.nccl import nccl_for_torch, parse_version
+
+    wheel = versions.get("nccl")
+    if wheel and parse_version(wheel):
+        return ".".join(map(str, parse_version(wheel) or ()))
+    pinned = nccl_for_torch(versions.get("torch"))
+    return ".".join(map(str, pinned)) if pinned else None
 
 
 def _from_accelerators(context: Context, accel: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from verl_deploy.spec import RunSpec
 PACKAGES = {
     "verl": "verl", "torch": "torch", "torch_npu": "torch_npu", "vllm": "vllm", "vllm_ascend": "vllm_ascend",
     "sglang": "sglang", "megatron": "megatron_core", "mindspeed": "mindspeed", "transformers": "transformers",
-    "ray": "ray", "swanlab": "swanlab",
+    "ray": "ray", "swanlab": "swanlab", "nccl": "nvidia-nccl-cu12",
 }
-IMPORT_NAMES = {"megatron": "megatron.core"}
+IMPORT_NAMES = {"megatron": "megatron.core", "nccl": "nvidia.nccl"}
 VERSIONS_SNIPPET = """
 import importlib.metadata as md, importlib.util as iu, json, sys
 out = {"python": sys.version.split()[0]}
