@@ -424,8 +424,10 @@ def test_version_and_documented_completion():
     result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"verl-deploy {__version__}"
     script = Path(sys.executable).parent / "verl-deploy"  # the installed command: completion is for its name
-    shown = subprocess.run([str(script), "--show-completion", "bash"], capture_output=True, text=True, timeout=60,
-                           env=dict(os.environ, SHELL="/bin/bash"))
+    # typer finds the shell among the command's ancestors (shellingham), as when a user types it in bash: a bash
+    # that stays its parent (a second command keeps bash from exec'ing it), whoever started pytest
+    shown = subprocess.run(["bash", "-c", f'"{script}" --show-completion; exit $?'], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, SHELL="/bin/bash"))
     assert shown.returncode == 0 and "complete -o default -F _verl_deploy_completion verl-deploy" in shown.stdout
     assert "--install-completion" in run_cli("--help").stdout
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
