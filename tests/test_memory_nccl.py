@@ -27,7 +27,6 @@ def test_nccl_2_21_sets_up_ring_tree_and_nvls_at_init_about_1_9_gib_per_8_gpu_co
     mib, how = nccl.communicator_mib((2, 21, 5), 8, nvls=True)
     assert mib == SMALL + 24 * 2 + ring + tree + nvls == 1970
     assert "all set up at init" in how and f"NVLS {nvls}" in how
-    assert nccl.frees_with_nvls_off((2, 21, 5), 8, True) and not nccl.frees_with_nvls_off(None, 8, True)
     assert nccl.communicator_mib((2, 21, 5), 8, nvls=False)[0] == SMALL + ring + tree  # A100: no multicast
     assert nccl.communicator_mib((2, 21, 5), 2, nvls=True)[0] == SMALL + ring  # 2 GPUs: no NVLS, ring = tree
 
@@ -58,6 +57,7 @@ def test_the_nccl_a_torch_wheel_pins_and_what_check_reports():
     assert _nccl_version({"nccl": "2.21.5", "torch": "2.8.0"}) == "2.21.5"  # the wheel beats torch's pin
     assert _nccl_version({"nccl": "present", "torch": "2.6.0"}) == "2.21.5"
     assert _nccl_version({"torch": None}) is None
+    assert _nccl_version({"torch": "2.6.0a0+ecf3bae40a.nv25.01"}) is None  # NGC's torch brings its own NCCL
     assert nccl.parse_version("2.26.2.post1") == (2, 26, 2)
 
 
@@ -75,6 +75,11 @@ def test_a_megatron_worker_holds_its_parallel_groups_the_world_and_two_for_the_e
     f, _, _ = planned(tmp_path / "f", "Qwen3-8B", framework="fsdp", device="gpu", devices="0-7", gen_tp=2,
                    allow_tp_mismatch=True, overrides=["actor_rollout_ref.actor.fsdp_config.fsdp_size=4"])
     assert [g for g, _, _ in terms.communicator_groups(f, rollout_side=False)] == ["FSDP", "FSDP replicate", "world"]
+    cp, _, _ = planned(tmp_path / "cp", "Qwen3-8B", framework="megatron", device="gpu", devices="0-7", train_tp=2,
+                       train_pp=1, train_cp=2, gen_tp=2, verl_version="0.9.1")
+    assert ("DP x CP", 4, 4) in terms.communicator_groups(cp)  # gradients reduce over DP x CP: 4 ranks, tp apart
+    split = s.with_(mode="one-step-off", rollout_devices_per_node=4, devices_per_node=4)
+    assert ("weight sync", 8, 8) in terms.communicator_groups(split)  # both pools' devices on the node
 
 
 def test_issue_c019_the_nccl_of_torch_2_6_on_an_nvswitch_host_is_what_puts_the_update_over(tmp_path):
@@ -94,7 +99,7 @@ def test_issue_c019_the_nccl_of_torch_2_6_on_an_nvswitch_host_is_what_puts_the_u
     assert old.memory.peak_gb - new.memory.peak_gb == pytest.approx(4 * (1970 - 790) / 1024, abs=0.01)
     assert old.memory.peak_gb - a100.memory.peak_gb == pytest.approx(4 * 1200 / 1024, abs=0.01)
     formula = old.memory.phases["actor_update"]["trainer_comm_buffers"].formula
-    assert "NCCL 2.21.5" in formula and "NCCL_NVLS_ENABLE=0" in formula
+    assert "NCCL 2.21.5" in formula and "NVLS 1152" in formula
 
 
 def test_check_finds_the_nccl_wheel_and_plan_sizes_the_communicators_with_it(npu_host, tmp_path):
@@ -111,3 +116,7 @@ def test_check_finds_the_nccl_wheel_and_plan_sizes_the_communicators_with_it(npu
     assert plan["spec"]["nccl_version"] == "2.21.5" and plan["sources"]["nccl_version"] == "detected"
     formula = plan["memory"]["phases"]["actor_update"]["terms"]["trainer_comm_buffers"]["formula"]
     assert "NCCL 2.21.5 (all set up at init)" in formula
+    # a container that is not running yet: this host's Python is not the training's, nothing is recorded
+    later = run_cli("check", "--json", "--search-root", str(npu_host["root"]), "--device", "gpu", "--container",
+                    "not-made-yet", env={**env, "VERL_DEPLOY_STATE_DIR": str(tmp_path / "other-state")})
+    assert "nccl_version" not in json.loads(later.stdout)["detected"]

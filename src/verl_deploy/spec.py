@@ -292,7 +292,7 @@ class RunSpec(BaseModel):
         help=("Accelerator model for the memory estimate's default memory when none is detected: 910B1-910B4, A3, "
               "H100, H800, H20, H200, A100-40GB, A100, A800, L20, RTX 4090, RTX A6000."))
     nccl_version: Optional[str] = spec_field(
-        None, max_length=20, pattern=r"^\d+\.\d+(\.\d+)?", flags="--nccl-version", panel="Hardware", view="Hardware",
+        None, max_length=20, flags="--nccl-version", panel="Hardware", view="Hardware",
         description="NCCL release the training runs with (detected by check: nvidia-nccl-cu12, else torch's pin)",
         help=("NCCL release the training's torch uses, e.g. 2.21.5, for the memory estimate's communicator buffers "
               "(default: what check found, else the release image's: NCCL 2.26+ sets buffers up on first use, "
@@ -709,6 +709,17 @@ class RunSpec(BaseModel):
         value = value.strip().lstrip("v")
         if not re.fullmatch(r"\d+\.\d+(\.\d+)?([.\-+]?\w+)*", value):
             raise ValueError(f"{value!r} is not a version like 0.7.0")
+        return value
+
+    @field_validator("nccl_version")
+    @classmethod
+    def _nccl_version(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return None
+        value = value.strip()
+        if not re.fullmatch(r"\d+\.\d+(\.\d+)?", value):
+            raise ValueError(f"{value!r} is not an NCCL release like 2.21.5 (in the training's environment, python -c "
+                             f"'import torch; print(torch.cuda.nccl.version())' prints it as (2, 21, 5))")
         return value
 
     @field_validator("model_path", "train_file", "test_file", "ckpts_dir", "run_dir", "swanlab_log_dir", "verl_dir")

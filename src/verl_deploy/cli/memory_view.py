@@ -61,8 +61,9 @@ def _lengths_line(estimate, everything: bool) -> str | None:
         return ("[dim]responses: dynamic batching cuts the rank's share into micro-batches near its token budget "
                 "already at the typical lengths, so the peak above holds whatever the response lengths[/]"
                 if everything else None)
+    longest = "" if lengths.dynamic else f", the largest micro-batch holding one of {lengths.max_response_len}"
     line = (f"responses: typical step ({lengths.typical_response_len}-token responses, {lengths.typical_prompt_len}-token "
-            f"prompts) {lengths.typical_peak_gb:.1f} GiB, worst step (all {lengths.max_response_len}) "
+            f"prompts{longest}) {lengths.typical_peak_gb:.1f} GiB, worst step (all {lengths.max_response_len}) "
             f"{lengths.worst_peak_gb:.1f} GiB")
     if lengths.oom_response_len:
         line += (f"; [yellow]runs out of memory once a micro-batch's responses reach about {lengths.oom_response_len} "

@@ -187,8 +187,12 @@ def typical_lengths(s: Setup) -> tuple[int, int, str]:
     if s.expected_response_len:
         return prompt, max(1, s.expected_response_len), ("expected_response_length from the spec; prompts at half "
                                                          "their maximum")
+    # one sequence per micro-batch: the step's longest response sizes it, whatever the mean
+    single = not (s.dynamic_bsz or s.log_prob_dynamic_bsz) and s.micro_batch == 1 and s.log_prob_micro_batch == 1
     return prompt, max(1, int(s.response_len * TYPICAL_SHARE)), (
-        "half the maximum prompt and response lengths (set expected_response_length to the run's response_length/mean)")
+        "half the maximum prompt and response lengths" + ("" if single else
+                                                         " (set expected_response_length to the run's "
+                                                         "response_length/mean)"))
 
 
 def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlook:

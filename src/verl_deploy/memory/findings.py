@@ -48,7 +48,9 @@ def _worst_step(estimate) -> Finding | None:
     if estimate.worst_needs:
         fix += "; or " + ", ".join(estimate.worst_needs)
     return warning("memory", f"the memory estimate says the typical step fits ({lengths.typical_peak_gb:.1f} GiB with "
-                             f"responses of {lengths.typical_response_len} tokens, {lengths.assumed}), the worst step "
+                             f"responses of {lengths.typical_response_len} tokens, {lengths.assumed}"
+                             + (", the largest micro-batch holding one at the maximum" if not lengths.dynamic else "")
+                             + "), the worst step "
                              f"does not: {_where(estimate, phase)} needs {estimate.phase_gb(phase):.1f} GiB at "
                              f"{lengths.max_response_len}-token responses; it runs out of memory {when}", fix)
 

@@ -96,11 +96,3 @@ def _at_init(version: tuple[int, int, int], local_ranks: int, heads: int) -> tup
     how = (f"NCCL {'.'.join(map(str, version))} (all set up at init): ring + tree {ring + tree} + small {small}"
            + (f" + NVLS {multicast} ({CHANNELS} ch x 2 x 3 MiB x {heads} heads)" if heads else ""))
     return small + ring + tree + multicast, how
-
-
-NVLS_FIX = "NCCL_NVLS_ENABLE=0 in the training's environment frees the NVLS part (at the cost of all-reduce speed)"
-
-
-def frees_with_nvls_off(version: tuple[int, int, int] | None, local_ranks: int, nvls: bool) -> bool:
-    """Whether a communicator's NVLS buffers are set up at init whether or not it uses them (before 2.22)."""
-    return version is not None and version[:2] < LAZY_FROM and nvls and local_ranks > 2

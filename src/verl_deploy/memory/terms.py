@@ -535,8 +535,9 @@ def communicator_groups(s: Setup, *, rollout_side: bool = True,
     groups: list[tuple[str, int, int]] = []
     if trainer_side:
         groups += _megatron_groups(s) if s.framework == "megatron" else _fsdp_groups(s)
-    if not s.colocated:
-        groups.append(("weight sync", s.world + s.rollout_world, s.devices_per_node))
+    if not s.colocated:  # both pools' devices on each node
+        groups.append(("weight sync", s.world + s.rollout_world,
+                       min(s.world + s.rollout_world, s.devices_per_node + s.rollout_devices_per_node)))
     if rollout_side:
         groups += _engine_groups(s)
     return groups
@@ -551,6 +552,8 @@ def _megatron_groups(s: Setup) -> list[tuple[str, int, int]]:
                                ("PP", s.pp, s.tp * s.cp * s.dp)):
         if size > 1:
             groups.append((name, size, _local(size, stride, per_node)))
+    if s.cp > 1:  # gradients and the distributed optimizer reduce over DP x CP (with_context_parallel=True)
+        groups.append(("DP x CP", s.dp * s.cp, _local(s.dp * s.cp, s.tp, per_node)))
     expert_dp = s.world // max(1, s.ep * s.etp * s.pp)
     if s.ep > 1:
         groups.append(("EP", s.ep, _local(s.ep, s.etp, per_node)))
@@ -575,12 +578,15 @@ def _fsdp_groups(s: Setup) -> list[tuple[str, int, int]]:
 
 
 def _engine_groups(s: Setup) -> list[tuple[str, int, int]]:
-    """vLLM's TP group is two communicators: its PyNccl one (all-reduce) and the torch group's (the logits'
-    all-gather, distributed/device_communicators/base_device_communicator.py all_gather)."""
+    """vLLM's TP group is two communicators on GPUs: its PyNccl one (all-reduce) and the torch group's (the logits'
+    all-gather, distributed/device_communicators/base_device_communicator.py all_gather); vllm-ascend's
+    NPUCommunicator has no PyHccl one yet, every collective goes through the torch group."""
     per_node, groups = s.rollout_devices_per_node, []
     if s.rollout_tp > 1:
         local = _local(s.rollout_tp, 1, per_node)
-        groups += [("rollout TP (engine's own)", s.rollout_tp, local), ("rollout TP (torch group)", s.rollout_tp, local)]
+        groups.append(("rollout TP (torch group)", s.rollout_tp, local))
+        if s.device != "npu":
+            groups.insert(0, ("rollout TP (engine's own)", s.rollout_tp, local))
     if s.rollout_ep > 1:
         groups.append(("rollout EP", s.rollout_ep, _local(s.rollout_ep, 1, per_node)))
     return groups
@@ -611,9 +617,8 @@ def comm_buffers(s: Setup, *, rollout_side: bool = True, trainer_side: bool = Tr
         parts.append(f"{name} {mib}")
         hows.setdefault(how, local)
     detail = "; ".join(f"{local} of its GPUs on a node: {how}" for how, local in hows.items())
-    fix = any(nccl.frees_with_nvls_off(s.nccl_version, local, s.nvls) for _, _, local in groups)
     return Term(total * 2 ** 20, f"{len(groups)} communicators (" + (", ".join(parts) or "none") + " MiB)"
-                + (f" [{detail}]" if detail else "") + (f"; {nccl.NVLS_FIX}" if fix else ""),
+                + (f" [{detail}]" if detail else ""),
                 "NCCL v2.21.5 / v2.26.2 source (verl_deploy/memory/nccl.py gives file:line); " + VLLM +
                 "v1/worker/gpu_worker.py:318")
 

@@ -10,6 +10,7 @@ package fit) run, again side by side, against the spec with the detected layer i
 from __future__ import annotations
 
 import os
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -112,19 +113,24 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
         if isinstance(profile_for(version), Profile):  # a release this tool plans (else the default stays)
             found["verl_version"] = version
     nccl_version = _nccl_version(versions)
-    if nccl_version and found.get("device", context.spec.device) == "gpu" and not context.given("nccl_version"):
+    # the Python that runs the training: the running container's, or this host's when no container is named
+    trains_here = isinstance(context.runner, ContainerRunner) or not context.spec.container
+    if nccl_version and trains_here and found.get("device", context.spec.device) == "gpu" \
+            and not context.given("nccl_version"):
         found["nccl_version"] = nccl_version
     return found
 
 
 def _nccl_version(versions: Mapping[str, Any]) -> str | None:
-    """The NCCL the training's torch loads: the nvidia-nccl-cu12 wheel's release, else the one its torch pins."""
+    """The NCCL the training's torch loads: the nvidia-nccl-cu12 wheel's release, else the one a PyPI torch wheel
+    pins (a torch with a local build tag, e.g. NGC's 2.6.0a0+...nv25.01, brings its own NCCL: unknown)."""
     from verl_deploy.memory.nccl import nccl_for_torch, parse_version
 
-    wheel = versions.get("nccl")
-    if wheel and parse_version(wheel):
-        return ".".join(map(str, parse_version(wheel) or ()))
-    pinned = nccl_for_torch(versions.get("torch"))
+    wheel = parse_version(versions.get("nccl"))
+    if wheel:
+        return ".".join(map(str, wheel))
+    torch = str(versions.get("torch") or "")
+    pinned = nccl_for_torch(torch) if re.fullmatch(r"\d+\.\d+\.\d+(\+cu\d+)?", torch) else None
     return ".".join(map(str, pinned)) if pinned else None
 
 
