@@ -16,6 +16,10 @@ for a node of NVLink + NVSwitch GPUs, where NCCL settles on 24 channels (search.
   buffer and a 2 MiB header each (nvls.cc:292, 311-314); from 2.23 over the 16 NVLS channels with the 1 MiB buffer
   alone (nvls.cc:288-292 at 2.26.2).
 
+verl's own scripts for 96 GB GPUs ask for NVLS off on every node (examples/grpo_trainer/
+run_deepseek671b_math_megatron_96gb.sh and run_qwen3-235b_megatron_96gb.sh at v0.6.1 / v0.7.0: NCCL_NVLS_ENABLE "0");
+the estimate cannot see a node's environment and counts NVLS as the device name says (a known over-count there).
+
 Until 2.22 all of it is set up when the communicator is made (init.cc:1257-1277 at 2.21.5). From 2.22
 (NCCL_RUNTIME_CONNECT, default 1) an algorithm's buffers come with its first use; the ring (all-gather,
 reduce-scatter, large all-reduce) and NVLS (large all-reduce) are what training uses, the tree is left out.
