@@ -155,6 +155,29 @@ def test_a_damaged_record_mid_watch_keeps_the_last_good_one(tmp_path, monkeypatc
     assert follow.record.state == "running" and lines == ["step 2: score 0.3 · step s 3"]
 
 
+def test_a_view_started_after_a_retry_began_still_prints_the_retry_line_in_order(tmp_path, monkeypatch):
+    """`launch --follow` off a terminal on a slow host: the first attempt failed and the second began before the
+    view started. Its first lines are the first attempt's events, then "attempt 2: ...", then the second's."""
+    from verl_deploy.runs.record import Attempt, RunRecord
+    from verl_deploy.views.live import Follow
+
+    monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path))
+    logs = []
+    for n, text in ((1, "(TaskRunner pid=1) step:1 - critic/score/mean:0.2 - timing_s/step:3.0\n"),
+                    (2, "(TaskRunner pid=1) step:2 - critic/score/mean:0.3 - timing_s/step:3.0\n")):
+        log = tmp_path / "runs" / "r4" / f"attempt-{n}" / "train.log"
+        log.parent.mkdir(parents=True)
+        log.write_text(text)
+        logs.append(str(log))
+    record = RunRecord("r4", "local", {"device": "npu"}, state="running", step=2,
+                       attempts=[Attempt(1, [], "launch", log=logs[0]),
+                                 Attempt(2, ["offload"], "device OOM: adding offload", log=logs[1])])
+    record.save()
+    lines = Follow(record).refresh()
+    assert lines == ["step 1: score 0.2 · step s 3", "attempt 2: device OOM: adding offload",
+                     "step 2: score 0.3 · step s 3"]
+
+
 def test_the_live_view_shows_verl_validation_as_it_comes_and_the_final_one_at_the_end(tmp_path, monkeypatch):
     from rich.console import Console
 

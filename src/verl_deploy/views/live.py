@@ -95,9 +95,13 @@ class Follow:
     def __init__(self, record: RunRecord):
         self.history = RunHistory()
         self.record = record
-        for attempt in record.attempts[:-1]:
+        # what happened before this view started, in order, for the first refresh: each ended attempt's events,
+        # then the line that starts the next one (as refresh prints it when it sees an attempt begin)
+        self.backlog: list[str] = []
+        for attempt, following in zip(record.attempts, record.attempts[1:]):
             self.history.start_attempt(attempt.n, attempt.log, attempt.reason, attempt.resumed_from_step)
             self.history.finish_attempt()
+            self.backlog += self.history.take_new_events() + [f"attempt {following.n}: {following.reason}"]
         self._start_current(record)
         self.history.update()
         self.seen_notices = len(record.notices)
@@ -112,7 +116,7 @@ class Follow:
     def refresh(self) -> list[str]:
         """Reload the record, read new log lines; returns the lines to print for what happened since."""
         record = load_record(self.record.id, self.record)
-        lines: list[str] = []
+        lines, self.backlog = self.backlog, []
         if record.current and record.current.n != self.history.attempt_n:
             self.history.update()
             self.history.finish_attempt()
