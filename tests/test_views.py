@@ -176,6 +176,15 @@ def test_a_view_started_after_a_retry_began_still_prints_the_retry_line_in_order
     lines = Follow(record).refresh()
     assert lines == ["step 1: score 0.2 · step s 3", "attempt 2: device OOM: adding offload",
                      "step 2: score 0.3 · step s 3"]
+    # the lines view prints the last events already in the logs first: the retry line is among them, in order
+    from verl_deploy.views.live import watch_lines
+
+    record.state = "succeeded"
+    record.save()
+    written: list[str] = []
+    watch_lines(record, written.append, keep_supervised=lambda r: r, backlog=2)
+    assert written[:2] == ["attempt 2: device OOM: adding offload", "step 2: score 0.3 · step s 3"]
+    assert written[-1] == "run r4: succeeded at step 2/?"
 
 
 def test_the_live_view_shows_verl_validation_as_it_comes_and_the_final_one_at_the_end(tmp_path, monkeypatch):

@@ -108,6 +108,11 @@ class Follow:
         self.seen_state = record.state
         self.finished = False
 
+    def take_backlog(self) -> list[str]:
+        """Everything already in the logs when the view started, in order, with the lines that start each retry."""
+        lines, self.backlog = self.backlog + self.history.take_new_events(), []
+        return lines
+
     def _start_current(self, record: RunRecord) -> None:
         current = record.current
         if current:
@@ -116,7 +121,7 @@ class Follow:
     def refresh(self) -> list[str]:
         """Reload the record, read new log lines; returns the lines to print for what happened since."""
         record = load_record(self.record.id, self.record)
-        lines, self.backlog = self.backlog, []
+        lines = self.take_backlog()
         if record.current and record.current.n != self.history.attempt_n:
             self.history.update()
             self.history.finish_attempt()
@@ -327,7 +332,7 @@ def watch_lines(record: RunRecord, write: Callable[[str], None], *,
                 keep_supervised: Callable[[RunRecord], RunRecord], backlog: int = 10) -> RunRecord:
     """Off a terminal: one line per event (the last `backlog` already in the log first) until the run ends."""
     follow = Follow(record)
-    for line in follow.history.take_new_events()[-backlog:]:
+    for line in follow.take_backlog()[-backlog:]:
         write(line)
     if record.state in TERMINAL:
         follow.finished = True
