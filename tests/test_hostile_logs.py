@@ -169,6 +169,48 @@ def test_a_supervisor_that_died_three_times_at_the_same_place_is_not_restarted(t
     assert record["supervisor_pid"] is None  # nothing was started
 
 
+def test_two_status_at_once_start_one_supervisor(tmp_path, monkeypatch):
+    """Two `status` (or `logs`) that find the supervisor gone at the same moment: one starts a supervisor, the other
+    sees it. Without the run folder's lock both did, and two supervisors drove one run."""
+    import subprocess
+    import sys
+    import threading
+
+    from verl_deploy.runs import supervisor
+    from verl_deploy.runs.record import Attempt, RunRecord
+
+    monkeypatch.setenv("VERL_DEPLOY_STATE_DIR", str(tmp_path / "state"))
+    run_id = "20260101-000000-twin"
+    log = tmp_path / "state" / "runs" / run_id / "train.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("step:1 - critic/score/mean:0.1\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    RunRecord(id=run_id, backend="local", spec={}, state="running", supervisor_pid=gone.pid,
+              attempts=[Attempt(n=1, features=[], reason="launch", log=str(log))]).save()
+    started: list[subprocess.Popen] = []
+
+    def spawn(run: str) -> int:  # a stand-in named as a supervisor, slow to come up as a real one is
+        time.sleep(0.3)
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(20)", "_supervise", run]))
+        return started[-1].pid
+
+    monkeypatch.setattr(supervisor, "spawn_supervisor", spawn)
+    record = RunRecord.load(run_id)
+    both = [threading.Thread(target=supervisor.ensure_supervised, args=(record,)) for _ in range(2)]
+    try:
+        for thread in both:
+            thread.start()
+        for thread in both:
+            thread.join(timeout=30)
+        assert len(started) == 1
+        assert RunRecord.load(run_id).supervisor_pid == started[0].pid
+    finally:
+        for process in started:
+            process.kill()
+            process.wait()
+
+
 def test_status_waits_for_a_supervisor_that_recorded_its_death_to_exit_then_starts_a_new_one(tmp_path):
     """The supervisor writes its death as its last act and then shuts its interpreter down: a `status` in between
     saw it alive, started none and said it had. The stand-in is a process named as a supervisor, leaving in 2 s."""
