@@ -112,7 +112,9 @@ def end_group_in(remote: str) -> str:
     return (f'p="$(cat {quoted}/pid 2>/dev/null)"; case "$p" in ""|*[!0-9]*) exit 0 ;; esac; '
             f'here="$(cd -- {quoted} 2>/dev/null && pwd -P)"; '
             f'if [ -n "$here" ] && [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$here" ]; then '
-            f'kill -TERM -- "-$p" 2>/dev/null; sleep 2; kill -KILL -- "-$p" 2>/dev/null; fi; true')
+            f'kill -TERM -- "-$p" 2>/dev/null; n=0; '  # up to 2 s for the group to leave, then KILL what stays
+            f'while [ "$n" -lt 20 ] && kill -0 -- "-$p" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done; '
+            f'kill -KILL -- "-$p" 2>/dev/null; fi; true')
 
 
 def start_command(remote: str) -> str:

@@ -127,7 +127,11 @@ def kill_marked(mark: str) -> str:
     one = (f'for p in /proc/[0-9]*; do [ "${{p#/proc/}}" = "$$" ] && continue; '
            f'c=$(tr "\\0" " " 2>/dev/null < "$p/cmdline"); '
            f'case "$c" in *{quoted}/*|*{quoted}" "*) kill -SIG "${{p#/proc/}}" 2>/dev/null;; esac; done')
-    return f"{one.replace('SIG', 'TERM')}; sleep 2; {one.replace('SIG', 'KILL')}; true"
+    left = one.replace("kill -SIG", "kill -0").replace(" 2>/dev/null;;", " 2>/dev/null && alive=1;;")
+    # POSIX sh (it also runs under `docker exec ... sh -c`): the clock from date, not bash's SECONDS
+    wait = (f'end=$(($(date +%s) + 2)); while [ "$(date +%s)" -lt "$end" ]; do alive=0; {left}; '
+            f'[ "$alive" = 0 ] && break; sleep 0.1; done')
+    return f"{one.replace('SIG', 'TERM')}; {wait}; {one.replace('SIG', 'KILL')}; true"  # up to 2 s, then KILL
 
 
 def stop_workers(workers: list[dict]) -> None:
