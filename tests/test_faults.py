@@ -258,7 +258,10 @@ def test_stopping_a_ray_by_its_marks_spares_a_neighbour_with_a_similar_path(tmp_
     neighbour = subprocess.Popen([sys.executable, "-c", sleeper, f"--log-dir={session}0/logs"])
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={tmp_path / 'vdr-w'}"])
     other_worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"--temp-dir={tmp_path / 'vdr-w2'}"])
+    deaf = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    stubborn = subprocess.Popen([sys.executable, "-c", deaf, f"--temp-dir={tmp_path / 'vdr-w'}"], stdout=subprocess.PIPE)
     try:
+        assert stubborn.stdout.readline().strip() == b"ready"  # it ignores TERM from here on
         deadline = time.monotonic() + 20
         while not psutil.Process(ours.pid).children() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -267,9 +270,10 @@ def test_stopping_a_ray_by_its_marks_spares_a_neighbour_with_a_similar_path(tmp_
         assert ours.wait(timeout=10) is not None and not child.is_running()
         subprocess.run(["sh", "-c", kill_marked(str(tmp_path / "vdr-w"))], timeout=30, check=True)
         assert worker.wait(timeout=10) is not None
+        assert stubborn.wait(timeout=10) == -9  # TERM was ignored: the KILL after the wait ended it
         assert neighbour.poll() is None and other_worker.poll() is None
     finally:
-        for process in (ours, neighbour, worker, other_worker):
+        for process in (ours, neighbour, worker, other_worker, stubborn):
             try:
                 for grandchild in psutil.Process(process.pid).children():
                     grandchild.kill()
