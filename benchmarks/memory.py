@@ -81,8 +81,12 @@ def _stack(row: dict) -> dict:
     from verl_deploy.memory.nccl import nccl_for_torch
 
     text = row.get("versions") or ""
-    torches = re.findall(r"\bth(\d+\.\d+\.\d+)", text)
-    torches += [VLLM_TORCH[v] for v in re.findall(r"vllm-?(\d+\.\d+)\.", text) if v in VLLM_TORCH]
+    named = re.findall(r"\bnccl[\s=:-]*v?(\d+\.\d+(?:\.\d+)?)", text, re.IGNORECASE)
+    if named:  # the NCCL itself
+        return {"nccl_version": named[0]}
+    torches = re.findall(r"(?:\bth|\btorch)[\s=:-]*v?(\d+\.\d+(?:\.\d+)?)", text, re.IGNORECASE)
+    torches += [VLLM_TORCH[v] for v in re.findall(r"\bvllm[\s=:-]*v?(\d+\.\d+)\.", text, re.IGNORECASE)
+                if v in VLLM_TORCH]
     torches += [torch for commit, torch in VERL_COMMIT_TORCH.items() if f"verl@{commit}" in text]
     pins = {nccl_for_torch(t) for t in torches} - {None}
     if len(pins) != 1:  # none named, or stacks that disagree: leave it to the default

@@ -8,6 +8,7 @@ per communicator and two communicators said it fits: it holds four 8-GPU communi
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,23 @@ def test_check_finds_the_nccl_wheel_and_plan_sizes_the_communicators_with_it(npu
     later = run_cli("check", "--json", "--search-root", str(npu_host["root"]), "--device", "gpu", "--container",
                     "not-made-yet", env={**env, "VERL_DEPLOY_STATE_DIR": str(tmp_path / "other-state")})
     assert "nccl_version" not in json.loads(later.stdout)["detected"]
+
+
+def test_the_benchmark_plans_a_case_with_the_nccl_its_named_stack_pins():
+    """benchmarks/memory.py reads a case's versions column: an image tag's th2.6.0, torch / vLLM releases (vLLM 0.7
+    pins torch 2.5.1, 0.8 torch 2.6.0), a verl commit whose install script pins torch, or NCCL itself."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "memory.py"
+    spec = importlib.util.spec_from_file_location("memory_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("memory_benchmark", bench)
+    spec.loader.exec_module(bench)
+    stack = bench._stack
+    assert stack({"versions": "verl@4f80e46 (hiyouga/verl:ngc-th2.6.0-cu126-vllm0.8.3 / th2.5.1-vllm0.7.4)"}) == {
+        "nccl_version": "2.21.5"}
+    assert stack({"versions": "verl@9f4161e, CUDA 12.6"}) == {"nccl_version": "2.21.5"}
+    assert stack({"versions": "torch==2.7.1, vllm==0.10.0"}) == {"nccl_version": "2.26.2"}
+    assert stack({"versions": "NCCL 2.23.4"}) == {"nccl_version": "2.23.4"}
+    assert stack({"versions": "?"}) == {} and stack({"versions": "th2.6.0 / th2.8.0"}) == {}  # none, or disagreeing
