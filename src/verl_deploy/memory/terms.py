@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from verl_deploy.memory import nccl
 from verl_deploy.memory.model import ModelShape
 from verl_deploy.memory.setup import Setup
 
@@ -600,8 +601,6 @@ def communicators(s: Setup, *, rollout_side: bool = True, trainer_side: bool = T
 def comm_buffers(s: Setup, *, rollout_side: bool = True, trainer_side: bool = True) -> Term:
     """NCCL/HCCL buffers of the communicators alive on the device (vLLM makes its own before it measures memory,
     so they are outside gpu_memory_utilization: vLLM 0.24.0 v1/worker/gpu_worker.py:318-341)."""
-    from verl_deploy.memory import nccl
-
     groups = communicator_groups(s, rollout_side=rollout_side, trainer_side=trainer_side)
     if s.device == "npu":
         return Term(len(groups) * HCCL_COMM_MIB * 2 ** 20,
