@@ -7,18 +7,17 @@ The same plan always gives byte-identical files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from verl_deploy import __version__, rayauth
+from verl_deploy.dirlock import locked_directory
 from verl_deploy.compiler import GROUPS, Override, Plan
 from verl_deploy.findings import Finding, error
 from verl_deploy.hydra_text import format_value
@@ -274,7 +273,7 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
         if os.path.lexists(directory) and not os.path.isdir(directory):
             return error("output_dir", f"{directory} exists and is not a directory", "choose another --output-dir")
         directory.parent.mkdir(parents=True, exist_ok=True)
-        with _locked(directory.parent) as locked:
+        with locked_directory(directory.parent, wait=LOCK_WAIT_SECONDS) as locked:
             if not locked:
                 return error("output_dir", f"another verl-deploy is writing to {directory.parent} (waited "
                              f"{LOCK_WAIT_SECONDS:g} s)", "wait until it has finished, or choose another --output-dir")
@@ -290,28 +289,6 @@ def write_outputs(plan: Plan, directory: Path, document: dict, *, force: bool,
 
 def _mode(name: str) -> int:
     return 0o755 if name.endswith(".sh") else 0o600
-
-
-@contextlib.contextmanager
-def _locked(parent: Path):
-    """An exclusive flock on the parent directory itself (no lock file left behind), waited for a while."""
-    import fcntl
-
-    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(0.05)
-        yield True
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _write_set(directory: Path, files: dict[str, str]) -> None:

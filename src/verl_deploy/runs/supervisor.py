@@ -12,15 +12,14 @@ the same place is not started again.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import subprocess
 import sys
 import time
 from types import FrameType
-from typing import Iterator
 
 from verl_deploy.backends.handle import Handle
+from verl_deploy.dirlock import locked_directory
 from verl_deploy.backends.process import process_alive, process_identity
 from verl_deploy.runs import notify
 from verl_deploy.runs.attempt_end import attempt_ended
@@ -56,7 +55,11 @@ def ensure_supervised(record: RunRecord) -> RunRecord:
     record = _let_it_exit(record)
     launching = record.state == "starting" and process_alive(record.launcher_pid)  # launch spawns it itself
     if record.state not in TERMINAL and not supervisor_alive(record) and not launching:
-        with _respawn_lock(record.id):  # two `status` at once: the second sees the first's supervisor
+        with contextlib.ExitStack() as stack:  # two `status` at once: the second sees the first's supervisor
+            try:
+                stack.enter_context(locked_directory(runs_dir() / record.id))
+            except OSError:  # a folder that cannot be opened is not locked (the record's own errors say why)
+                pass
             return _respawn(reload(record))  # it may have just ended the run and exited
     return record
 
@@ -75,22 +78,6 @@ def _respawn(record: RunRecord) -> RunRecord:
     except OSError:  # a full state disk: the new supervisor records disk_full when it can; show what we have
         pass
     return record
-
-
-@contextlib.contextmanager
-def _respawn_lock(run_id: str) -> Iterator[None]:
-    """An exclusive flock on the run's folder (no lock file left behind) while one process checks for a
-    supervisor and starts one; a folder that cannot be opened is not locked (the record's own errors say why)."""
-    try:
-        fd = os.open(runs_dir() / run_id, os.O_RDONLY)
-    except OSError:
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 EXIT_GRACE = 5.0  # seconds a supervisor that recorded its own death may take to leave (the interpreter's shutdown)
