@@ -78,7 +78,7 @@ VLLM_TORCH = {"0.7": "2.5.1", "0.8": "2.6.0"}
 def _stack(row: dict) -> dict:
     """The case's NCCL (as its torch pins it), where its versions column says which torch ran; else nothing (the
     plan's default: the release image's)."""
-    from verl_deploy.memory.nccl import nccl_for_torch
+    from verl_deploy.memory.nccl import nccl_for_torch, version_text
 
     text = row.get("versions") or ""
     named = re.findall(r"\bnccl[\s=:-]*v?(\d+\.\d+(?:\.\d+)?)", text, re.IGNORECASE)
@@ -91,7 +91,7 @@ def _stack(row: dict) -> dict:
     pins = {nccl_for_torch(t) for t in torches} - {None}
     if len(pins) != 1:  # none named, or stacks that disagree: leave it to the default
         return {}
-    return {"nccl_version": ".".join(map(str, pins.pop()))}
+    return {"nccl_version": version_text(pins.pop())}
 
 
 def _base_flags(row: dict, tmp: Path, framework: str) -> dict:

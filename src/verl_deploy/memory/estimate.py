@@ -207,10 +207,11 @@ def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlo
         return build(m, replace(s, prompt_len=prompt, response_len=length), device, None)
 
     worst = build(m, s, device, None)
+    typical_setup = replace(s, prompt_len=prompt, response_len=typical_len)
     # a step's peak is its largest micro-batch's: with fixed micro-batches that is the one holding the step's longest
     # response, which reaches the maximum in most steps (verl logs the share as response_length/clip_ratio)
-    typical = worst if s.padded else build(m, replace(s, prompt_len=prompt, response_len=typical_len,
-                                                      longest_response_len=s.response_len), device, None)
+    typical = worst if s.padded else build(m, replace(typical_setup, longest_response_len=s.response_len), device,
+                                           None)
     oom: int | None = None
     if not worst.fits:
         low, high = 1, s.response_len
@@ -223,7 +224,6 @@ def length_outlook(m: ModelShape, s: Setup, device: DeviceMemory) -> LengthOutlo
                 middle = (low + high) // 2
                 low, high = (middle, high) if at(middle).fits else (low, middle)
             oom = high
-    typical_setup = replace(s, prompt_len=prompt, response_len=typical_len)
     bound = s.dynamic_bsz and (t.tokens_per_device(typical_setup, log_prob=False)[0]
                                >= t.tokens_per_device(s, log_prob=False)[0])
     return LengthOutlook(s.response_len, typical_len, typical.peak_gb, typical.fits, worst.peak_gb, worst.fits, oom,

@@ -51,6 +51,11 @@ def parse_version(text: str | None) -> tuple[int, int, int] | None:
     return (int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)) if match else None
 
 
+def version_text(version: tuple[int, int, int]) -> str:
+    """(2, 21, 5) -> '2.21.5', the form nccl_version holds."""
+    return ".".join(map(str, version))
+
+
 def nccl_for_torch(torch_version: str | None) -> tuple[int, int, int] | None:
     """The NCCL a torch release's wheel pins (torch 2.6.0+cu124 -> nvidia-nccl-cu12==2.21.5); None if unknown."""
     version = parse_version(torch_version)
@@ -84,7 +89,7 @@ def _on_first_use(version: tuple[int, int, int] | None, heads: int) -> tuple[int
     ring = CHANNELS * (RECEIVER_MIB + SENDER_MIB)
     multicast = NVLS_CHANNELS * 2 * 1 * heads
     small = SMALL_MIB + 2 + (CHANNELS * 2 + 2 if heads else 0)  # rankToLocalRank; NVLS peers and credits
-    release = ".".join(map(str, version)) if version else ">= 2.22"
+    release = version_text(version) if version else ">= 2.22"
     how = (f"NCCL {release} (buffers on first use): ring {ring} + small {small}"
            + (f" + NVLS {multicast} ({NVLS_CHANNELS} ch x 2 x 1 MiB x {heads} heads)" if heads else ""))
     return small + ring + multicast, how
@@ -97,6 +102,6 @@ def _at_init(version: tuple[int, int, int], local_ranks: int, heads: int) -> tup
     tree = ring if local_ranks > 2 else 0
     multicast = CHANNELS * 2 * (1 + 2) * heads
     small = SMALL_MIB + (CHANNELS * 2 if heads else 0)
-    how = (f"NCCL {'.'.join(map(str, version))} (all set up at init): ring + tree {ring + tree} + small {small}"
+    how = (f"NCCL {version_text(version)} (all set up at init): ring + tree {ring + tree} + small {small}"
            + (f" + NVLS {multicast} ({CHANNELS} ch x 2 x 3 MiB x {heads} heads)" if heads else ""))
     return small + ring + tree + multicast, how

@@ -124,14 +124,14 @@ def detect(context: Context, areas: Mapping[str, Area], versions: Mapping[str, A
 def _nccl_version(versions: Mapping[str, Any]) -> str | None:
     """The NCCL the training's torch loads: the nvidia-nccl-cu12 wheel's release, else the one a PyPI torch wheel
     pins (a torch with a local build tag, e.g. NGC's 2.6.0a0+...nv25.01, brings its own NCCL: unknown)."""
-    from verl_deploy.memory.nccl import nccl_for_torch, parse_version
+    from verl_deploy.memory.nccl import nccl_for_torch, parse_version, version_text
 
     wheel = parse_version(versions.get("nccl"))
     if wheel:
-        return ".".join(map(str, wheel))
+        return version_text(wheel)
     torch = str(versions.get("torch") or "")
     pinned = nccl_for_torch(torch) if re.fullmatch(r"\d+\.\d+\.\d+(\+cu\d+)?", torch) else None
-    return ".".join(map(str, pinned)) if pinned else None
+    return version_text(pinned) if pinned else None
 
 
 def _from_accelerators(context: Context, accel: Mapping[str, Any]) -> dict[str, Any]:
